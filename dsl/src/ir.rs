@@ -1,0 +1,457 @@
+//! The typed IR: what the checker produces from the AST and what code generation (and later the
+//! CPU interpreter) consumes. Every name is resolved, every expression carries its type, compile-time
+//! parameters are substituted, imports are merged, implicit literal typing is done, and multi-
+//! dimensional shared-array indexing is flattened to element offsets. Nothing here needs the source
+//! text except spans, which stay for diagnostics and for naming source lines at run time.
+
+use crate::diag::Span;
+
+/// Scalar element types.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Scalar {
+    Bool,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    F16,
+    Bf16,
+    F32,
+    F64,
+}
+
+impl Scalar {
+    pub const ALL: [Scalar; 13] = [
+        Scalar::Bool,
+        Scalar::I8,
+        Scalar::I16,
+        Scalar::I32,
+        Scalar::I64,
+        Scalar::U8,
+        Scalar::U16,
+        Scalar::U32,
+        Scalar::U64,
+        Scalar::F16,
+        Scalar::Bf16,
+        Scalar::F32,
+        Scalar::F64,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scalar::Bool => "bool",
+            Scalar::I8 => "i8",
+            Scalar::I16 => "i16",
+            Scalar::I32 => "i32",
+            Scalar::I64 => "i64",
+            Scalar::U8 => "u8",
+            Scalar::U16 => "u16",
+            Scalar::U32 => "u32",
+            Scalar::U64 => "u64",
+            Scalar::F16 => "f16",
+            Scalar::Bf16 => "bf16",
+            Scalar::F32 => "f32",
+            Scalar::F64 => "f64",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Scalar> {
+        Scalar::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Size in bytes in memory (bool is stored as one byte).
+    pub fn size(self) -> u32 {
+        match self {
+            Scalar::Bool | Scalar::I8 | Scalar::U8 => 1,
+            Scalar::I16 | Scalar::U16 | Scalar::F16 | Scalar::Bf16 => 2,
+            Scalar::I32 | Scalar::U32 | Scalar::F32 => 4,
+            Scalar::I64 | Scalar::U64 | Scalar::F64 => 8,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, Scalar::F16 | Scalar::Bf16 | Scalar::F32 | Scalar::F64)
+    }
+
+    pub fn is_int(self) -> bool {
+        !self.is_float() && self != Scalar::Bool
+    }
+
+    pub fn is_signed(self) -> bool {
+        matches!(self, Scalar::I8 | Scalar::I16 | Scalar::I32 | Scalar::I64)
+    }
+}
+
+/// Memory spaces a view can point into.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Space {
+    Global,
+    Shared,
+}
+
+/// Value types.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Type {
+    /// No value (functions without a result, statements).
+    Void,
+    Scalar(Scalar),
+    /// A short vector of 2, 3 or 4 lanes.
+    Vector(Scalar, u8),
+    /// A pointer into `space` whose elements are `elem` (a scalar or vector type).
+    View {
+        space: Space,
+        elem: Box<Type>,
+        mutable: bool,
+    },
+}
+
+impl Type {
+    pub fn scalar(&self) -> Option<Scalar> {
+        match self {
+            Type::Scalar(s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// Size in bytes of a value of this type in memory (views are 8-byte pointers).
+    pub fn size(&self) -> u32 {
+        match self {
+            Type::Void => 0,
+            Type::Scalar(s) => s.size(),
+            Type::Vector(s, n) => s.size() * (*n as u32),
+            Type::View { .. } => 8,
+        }
+    }
+}
+
+/// Index of a variable (parameter or local) in [`Function::vars`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VarId(pub u32);
+
+/// Index of a shared array in [`Function::shared`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SharedId(pub u32);
+
+/// Index of a function in [`Module::functions`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FuncId(pub u32);
+
+/// A whole compilation: the kernels of the root file, specialized, and every device function they
+/// can reach (from any imported file). Functions appear before their callers where possible; code
+/// generation must not rely on it (recursion is rejected by the checker).
+#[derive(Clone, Debug)]
+pub struct Module {
+    pub functions: Vec<Function>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FunctionKind {
+    Device,
+    Kernel(Launch),
+}
+
+/// A kernel's launch configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Threads per block (x, y, z), compile-time constants; their product is the launch bound.
+    pub block: [u32; 3],
+    /// Grid size (x, y, z) as expressions over the kernel's scalar parameters and constants, type
+    /// u32. Only for the host, which evaluates them with the launch arguments (see [`Expr`]).
+    pub grid: [Expr; 3],
+    /// Compile-time parameters with the values this specialization used, in declaration order.
+    pub specialization: Vec<(String, ConstValue)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Function {
+    /// The symbol name in the PTX (kernels keep their source name).
+    pub name: String,
+    pub kind: FunctionKind,
+    /// The parameters, in order, as indices into `vars`.
+    pub params: Vec<VarId>,
+    pub ret: Type,
+    /// Every variable: parameters first, then locals in order of declaration. Names need not be
+    /// unique (shadowing); ids are.
+    pub vars: Vec<Var>,
+    /// Shared arrays declared in this kernel (empty for device functions).
+    pub shared: Vec<SharedArray>,
+    pub body: Block,
+    pub span: Span,
+    /// The file this function was defined in (as given to the compiler, for messages).
+    pub file: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Var {
+    pub name: String,
+    pub ty: Type,
+    pub mutable: bool,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct SharedArray {
+    pub name: String,
+    pub elem: Type,
+    /// Dimensions, outermost first; the array is row-major.
+    pub dims: Vec<u64>,
+    pub span: Span,
+}
+
+impl SharedArray {
+    pub fn len(&self) -> u64 {
+        self.dims.iter().product()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn bytes(&self) -> u64 {
+        self.len() * self.elem.size() as u64
+    }
+}
+
+pub type Block = Vec<Stmt>;
+
+#[derive(Clone, Debug)]
+pub struct Stmt {
+    pub kind: StmtKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum StmtKind {
+    /// Defines `var` (declared in `Function::vars`) with an initial value.
+    Let {
+        var: VarId,
+        init: Expr,
+    },
+    /// `var = value` (compound assignments are desugared to a plain assignment).
+    Assign {
+        var: VarId,
+        value: Expr,
+    },
+    /// `*ptr = value`; `ptr` has a mutable view type whose element type is `value`'s type.
+    Store {
+        ptr: Expr,
+        value: Expr,
+    },
+    If {
+        cond: Expr,
+        then_body: Block,
+        else_body: Block,
+    },
+    /// `for var in start..end step step`: var is defined by the loop; start, end and step have the
+    /// variable's integer type; step > 0 is checked at compile time if constant. The loop runs while
+    /// `var < end`, and `end` and `step` are evaluated once, before the first iteration.
+    For {
+        var: VarId,
+        start: Expr,
+        end: Expr,
+        step: Expr,
+        body: Block,
+    },
+    While {
+        cond: Expr,
+        body: Block,
+    },
+    Break,
+    Continue,
+    Return(Option<Expr>),
+    /// An expression evaluated for its effect (a call, an atomic, an intrinsic).
+    Expr(Expr),
+    /// Block-wide barrier (`bar.sync 0`); every thread of the block must reach it.
+    Barrier,
+    /// Memory fence.
+    Fence(FenceScope),
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FenceScope {
+    Block,
+    Device,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub ty: Type,
+    pub span: Span,
+}
+
+/// A compile-time constant. Integers hold their value sign- or zero-extended per the type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConstValue {
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+}
+
+impl Eq for ConstValue {}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExprKind {
+    /// A constant of the expression's (scalar) type.
+    Const(ConstValue),
+    /// Read a parameter or local.
+    Var(VarId),
+    /// The view of a shared array's first element (type `View { space: Shared, mutable: true }`).
+    SharedArray(SharedId),
+    Unary(UnOp, Box<Expr>),
+    /// Both operands have the same type, except shifts (the amount has the same type too) and
+    /// comparisons (result bool). Vector operands work lane-wise.
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `a && b`, `a || b`: short-circuit.
+    Logical(LogicalOp, Box<Expr>, Box<Expr>),
+    /// Convert to the expression's type (scalars; vectors lane-wise).
+    Cast(Box<Expr>),
+    /// `cond ? a : b` with both sides evaluated (`select` built-in).
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// The view `base + index` elements further on (same view type as base). Index is any int.
+    Offset {
+        base: Box<Expr>,
+        index: Box<Expr>,
+    },
+    /// Read the element a view points at.
+    Load(Box<Expr>),
+    /// Build a vector from scalars (one per lane).
+    VectorBuild(Vec<Expr>),
+    /// Lane `.1` of a vector.
+    Extract(Box<Expr>, u8),
+    /// A special register or built-in value (u32).
+    Special(Special),
+    /// A built-in operation; see [`Builtin`] for the arguments.
+    Builtin(Builtin, Vec<Expr>),
+    /// Call a device function.
+    Call(FuncId, Vec<Expr>),
+    /// Call an LLVM intrinsic by name with the expression's type as result (Void allowed). The
+    /// argument types are the overload; code generation declares it as written.
+    Intrinsic {
+        name: String,
+        args: Vec<Expr>,
+    },
+    /// Inline PTX with LLVM constraints; result of the expression's type (Void allowed).
+    InlineAsm {
+        template: String,
+        constraints: String,
+        args: Vec<Expr>,
+    },
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    Neg,
+    /// Logical not on bool, bitwise not on integers.
+    Not,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    And,
+    Or,
+    Xor,
+    Shl,
+    /// Arithmetic for signed, logical for unsigned types.
+    Shr,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LogicalOp {
+    And,
+    Or,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Axis {
+    X,
+    Y,
+    Z,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Special {
+    ThreadIdx(Axis),
+    BlockIdx(Axis),
+    BlockDim(Axis),
+    GridDim(Axis),
+    /// `%laneid`.
+    Lane,
+    /// Linear thread index in the block / 32.
+    Warp,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum MathFn {
+    Exp,
+    Log,
+    Exp2,
+    Log2,
+    Sqrt,
+    Rsqrt,
+    Tanh,
+    Sin,
+    Cos,
+    Abs,
+    Floor,
+    Ceil,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ShuffleMode {
+    Xor,
+    Down,
+    Up,
+    Idx,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum VoteMode {
+    All,
+    Any,
+    Ballot,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AtomicOp {
+    Add,
+    Max,
+    Min,
+    And,
+    Or,
+    Xor,
+    Exch,
+}
+
+/// Built-in operations. Argument lists, by variant:
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Builtin {
+    /// `[x]`, float scalar (Abs: also signed ints); result of x's type.
+    Math(MathFn),
+    /// `[a, b]`, same numeric type.
+    Max,
+    Min,
+    /// `[a, b, c]`, float: a * b + c with one rounding.
+    Fma,
+    /// `[value (32-bit scalar), lane operand (u32)]`, full warp, clamp/width 32; result value's type.
+    Shuffle(ShuffleMode),
+    /// `[predicate (bool)]`, full warp; All/Any give bool, Ballot gives u32.
+    Vote(VoteMode),
+    /// `[ptr (mutable view of a 32- or 64-bit scalar), value]`; result: the old value.
+    Atomic(AtomicOp),
+    /// `[ptr, expected, new]`; result: the old value.
+    AtomicCas,
+}
