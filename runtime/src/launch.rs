@@ -1,0 +1,148 @@
+//! Typed kernel launches: arguments are checked against the kernel's signature and the device
+//! limits (see [`crate::check`]) before anything reaches the driver.
+
+use std::sync::atomic::Ordering;
+
+use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::{CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg};
+
+use crate::buffer::DeviceBuffer;
+use crate::check::{plan_launch, ArgDesc, Grid, LaunchDims};
+use crate::dtype::{DType, DeviceElem, ScalarValue};
+use crate::error::{During, Result};
+use crate::module::Kernel;
+use crate::stream::Stream;
+
+/// One kernel argument. Build with `Arg::from(&buf)` for a buffer the kernel only reads,
+/// `Arg::from(&mut buf)` for one it writes, and `Arg::from(n)` for scalars.
+#[derive(Debug)]
+pub enum Arg<'a> {
+    Buffer {
+        raw: &'a CudaSlice<u8>,
+        elem: DType,
+        len: usize,
+    },
+    BufferMut {
+        raw: &'a mut CudaSlice<u8>,
+        elem: DType,
+        len: usize,
+    },
+    Scalar(ScalarValue),
+}
+
+impl Arg<'_> {
+    /// What the launch check sees of this argument.
+    pub fn desc(&self) -> ArgDesc {
+        match *self {
+            Arg::Buffer { elem, len, .. } => ArgDesc::Buffer {
+                elem,
+                len,
+                mutable: false,
+            },
+            Arg::BufferMut { elem, len, .. } => ArgDesc::Buffer {
+                elem,
+                len,
+                mutable: true,
+            },
+            Arg::Scalar(v) => ArgDesc::Scalar(v),
+        }
+    }
+}
+
+impl<'a, T: DeviceElem> From<&'a DeviceBuffer<T>> for Arg<'a> {
+    fn from(buf: &'a DeviceBuffer<T>) -> Self {
+        Arg::Buffer {
+            raw: buf.raw(),
+            elem: T::DTYPE,
+            len: buf.len(),
+        }
+    }
+}
+
+impl<'a, T: DeviceElem> From<&'a mut DeviceBuffer<T>> for Arg<'a> {
+    fn from(buf: &'a mut DeviceBuffer<T>) -> Self {
+        let len = buf.len();
+        Arg::BufferMut {
+            raw: buf.raw_mut(),
+            elem: T::DTYPE,
+            len,
+        }
+    }
+}
+
+impl From<ScalarValue> for Arg<'_> {
+    fn from(v: ScalarValue) -> Self {
+        Arg::Scalar(v)
+    }
+}
+
+macro_rules! scalar_arg {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Arg<'_> {
+            fn from(v: $t) -> Self {
+                Arg::Scalar(v.into())
+            }
+        }
+    )*};
+}
+
+scalar_arg!(i32, i64, u32, u64, f32, f64, half::f16, half::bf16);
+
+impl Kernel {
+    /// Checks `args` and the launch shape against the signature and device, then launches on
+    /// `stream`. Returns the dimensions used.
+    ///
+    /// The checks cover what the ABI needs (argument count, kinds, element and scalar types,
+    /// mutability, grid, block and shared memory); the index ranges a kernel derives from its
+    /// scalar arguments are the kernel's contract. An out-of-range access is reported by the
+    /// driver as an illegal-address error at the next synchronization.
+    pub fn launch(&self, stream: &Stream, grid: Grid, args: &mut [Arg<'_>]) -> Result<LaunchDims> {
+        let descs: Vec<ArgDesc> = args.iter().map(Arg::desc).collect();
+        let dims = plan_launch(&self.sig, &descs, grid, &self.limits)?;
+        if dims.needs_shared_opt_in() && !self.shared_opt_in_done.load(Ordering::Relaxed) {
+            self.func
+                .set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    dims.dynamic_shared_bytes as i32,
+                )
+                .during("opting in to dynamic shared memory")?;
+            self.shared_opt_in_done.store(true, Ordering::Relaxed);
+        }
+
+        let cfg = LaunchConfig {
+            grid_dim: dims.grid.into(),
+            block_dim: dims.block.into(),
+            shared_mem_bytes: dims.dynamic_shared_bytes,
+        };
+        let mut builder = stream.inner.launch_builder(&self.func);
+        for arg in args.iter_mut() {
+            match arg {
+                Arg::Buffer { raw, .. } => {
+                    builder.arg(*raw);
+                }
+                Arg::BufferMut { raw, .. } => {
+                    builder.arg(&mut **raw);
+                }
+                Arg::Scalar(v) => push_scalar(&mut builder, v),
+            }
+        }
+        // SAFETY: the arguments match the kernel's parameter list in count, order and type
+        // (checked above against the manifest the compiler wrote with this PTX), and every
+        // buffer outlives the launch through cudarc's stream-ordered frees.
+        unsafe { builder.launch(cfg) }.during("launching a kernel")?;
+        Ok(dims)
+    }
+}
+
+fn push_scalar<'a>(builder: &mut LaunchArgs<'a>, v: &'a ScalarValue) {
+    match v {
+        ScalarValue::I32(x) => builder.arg(x),
+        ScalarValue::I64(x) => builder.arg(x),
+        ScalarValue::U32(x) => builder.arg(x),
+        ScalarValue::U64(x) => builder.arg(x),
+        ScalarValue::F16(x) => builder.arg(x),
+        ScalarValue::Bf16(x) => builder.arg(x),
+        ScalarValue::F32(x) => builder.arg(x),
+        ScalarValue::F64(x) => builder.arg(x),
+    };
+}
