@@ -10,7 +10,8 @@ pub struct Arch {
     pub capability: u32,
     /// Lowest PTX ISA version (times ten) that has this target.
     pub min_ptx: u32,
-    /// PTX ISA version used when none is asked for.
+    /// PTX ISA version used when none is asked for: at least 7.8 (bf16 add/mul/fma) and the arch's
+    /// minimum, no newer, so the PTX loads on as old a driver as possible (CUDA 11.8 for 7.8).
     pub default_ptx: u32,
     /// Largest shared memory one block may use, in bytes (static + dynamic, after opting in).
     pub max_shared_per_block: u32,
@@ -20,7 +21,8 @@ pub struct Arch {
     pub gpus: &'static str,
 }
 
-/// Every arch zinc knows, oldest first.
+/// Every arch zinc knows, oldest first. Names are LLVM 22 NVPTX CPUs, `min_ptx` is what both LLVM
+/// and ptxas require for the arch (LLVM aborts below it), shared-memory limits are CUDA's.
 pub const ARCHS: &[Arch] = &[
     Arch {
         name: "sm_80",
@@ -66,6 +68,15 @@ pub const ARCHS: &[Arch] = &[
         max_shared_per_block: 232_448,
         max_static_shared: 49_152,
         gpus: "H100, H200 (wgmma, setmaxnreg)",
+    },
+    Arch {
+        name: "sm_100",
+        capability: 100,
+        min_ptx: 86,
+        default_ptx: 86,
+        max_shared_per_block: 232_448,
+        max_static_shared: 49_152,
+        gpus: "B200, GB200",
     },
     Arch {
         name: "sm_120",

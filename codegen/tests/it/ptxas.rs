@@ -1,0 +1,75 @@
+//! ptxas (from scripts/install-ptxas.sh, run here when missing) must assemble every kernel for
+//! every user arch, at -O3 and -O0.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use super::{kernels, ARCHS};
+use zinc_codegen::{compile, Emit, Options};
+
+fn ptxas() -> &'static Path {
+    static PTXAS: OnceLock<PathBuf> = OnceLock::new();
+    PTXAS.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let path = root.join(".tools/cuda/bin/ptxas");
+        if !path.exists() {
+            let status = Command::new(root.join("scripts/install-ptxas.sh"))
+                .status()
+                .expect("running scripts/install-ptxas.sh");
+            assert!(
+                status.success(),
+                "scripts/install-ptxas.sh failed: cannot validate PTX"
+            );
+        }
+        assert!(path.exists(), "ptxas still missing at {}", path.display());
+        path
+    })
+}
+
+fn assemble(name: &str, arch: &str, opt_level: u8) {
+    let mut opts = Options::new(arch, None).unwrap();
+    opts.opt_level = opt_level;
+    let out = compile(
+        &kernels::all()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .unwrap()
+            .1,
+        &opts,
+        Emit::Ptx,
+    )
+    .unwrap_or_else(|e| panic!("{name} {arch} O{opt_level}: {e}"));
+    let dir = std::env::temp_dir().join(format!("zinc-codegen-ptxas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}_{arch}_O{opt_level}.ptx"));
+    std::fs::write(&file, &out.text).unwrap();
+    let result = Command::new(ptxas())
+        .args([&format!("-arch={arch}"), "-o", "/dev/null"])
+        .arg(&file)
+        .output()
+        .expect("running ptxas");
+    assert!(
+        result.status.success(),
+        "ptxas rejected {name} for {arch} at O{opt_level}:\n{}\n{}",
+        String::from_utf8_lossy(&result.stderr),
+        out.text
+    );
+    std::fs::remove_file(&file).ok();
+}
+
+#[test]
+fn ptxas_accepts_every_kernel() {
+    for (name, _) in kernels::all() {
+        for arch in ARCHS {
+            assemble(name, arch, 3);
+        }
+    }
+}
+
+#[test]
+fn ptxas_accepts_unoptimized_code() {
+    for (name, _) in kernels::all() {
+        assemble(name, "sm_90", 0);
+    }
+}
