@@ -1,0 +1,604 @@
+//! Checking function bodies: scopes, variables and statements.
+
+use std::collections::HashMap;
+
+use super::{builtins, eval_or_report, Checker, Reported, Res};
+use crate::ast::{self, ExprKind, StmtKind};
+use crate::consteval::{self, ConstError};
+use crate::diag::{Diagnostic, Span};
+use crate::ir::{self, ConstValue, Scalar, SharedId, Type, VarId};
+
+/// What kind of code is being checked.
+pub enum Context {
+    /// A constant's value or a compile-time parameter's default: no variables.
+    Const,
+    Device {
+        ret: Type,
+    },
+    Kernel,
+}
+
+/// What a name in scope stands for.
+#[derive(Clone, Debug)]
+pub enum Binding {
+    Var(VarId),
+    Shared(SharedId),
+    /// A compile-time parameter.
+    Const(Scalar, ConstValue),
+    /// A variable whose declaration failed to check; uses are not reported again.
+    Poisoned,
+}
+
+/// How a variable came to be, for the message when it is assigned.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Origin {
+    Param,
+    Let,
+    Var,
+    Loop,
+}
+
+pub struct FnCx<'c, 'a> {
+    pub ck: &'c mut Checker<'a>,
+    pub file: u32,
+    pub context: Context,
+    pub vars: Vec<ir::Var>,
+    origins: Vec<Origin>,
+    pub shared: Vec<ir::SharedArray>,
+    scopes: Vec<HashMap<String, (Binding, Span)>>,
+    loops: u32,
+    /// Device functions called, by index into `Checker::fns`, with the call's span.
+    pub calls: Vec<(usize, Span)>,
+    errors_before: usize,
+}
+
+impl<'c, 'a> FnCx<'c, 'a> {
+    pub fn new(ck: &'c mut Checker<'a>, file: u32, context: Context) -> Self {
+        let errors_before = ck.diags.len();
+        FnCx {
+            ck,
+            file,
+            context,
+            vars: Vec::new(),
+            origins: Vec::new(),
+            shared: Vec::new(),
+            scopes: vec![HashMap::new()],
+            loops: 0,
+            calls: Vec::new(),
+            errors_before,
+        }
+    }
+
+    /// The variables, shared arrays and calls, and whether any error was reported meanwhile.
+    #[allow(clippy::type_complexity)]
+    pub fn finish(self) -> (Vec<ir::Var>, Vec<ir::SharedArray>, Vec<(usize, Span)>, bool) {
+        let failed = self.failed();
+        (self.vars, self.shared, self.calls, failed)
+    }
+
+    /// Whether an error was reported since this function's checking began.
+    pub fn failed(&self) -> bool {
+        self.ck.diags.len() > self.errors_before
+    }
+
+    pub fn error(&mut self, d: Diagnostic) -> Reported {
+        self.ck.error(d)
+    }
+
+    pub fn lookup(&self, name: &str) -> Option<&Binding> {
+        self.scopes
+            .iter()
+            .rev()
+            .find_map(|s| s.get(name))
+            .map(|(b, _)| b)
+    }
+
+    /// Names bound in any open scope, for suggestions.
+    pub fn scope_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .scopes
+            .iter()
+            .flat_map(|s| s.keys().map(String::as_str))
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
+    pub fn bind(&mut self, name: &str, binding: Binding, span: Span) {
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.insert(name.to_string(), (binding, span));
+        }
+    }
+
+    fn new_var(&mut self, name: &str, ty: Type, origin: Origin, span: Span) -> VarId {
+        let id = VarId(self.vars.len() as u32);
+        self.vars.push(ir::Var {
+            name: name.to_string(),
+            ty,
+            mutable: origin == Origin::Var,
+            span,
+        });
+        self.origins.push(origin);
+        self.bind(name, Binding::Var(id), span);
+        id
+    }
+
+    pub fn declare_param(&mut self, name: &str, ty: Type, span: Span) -> VarId {
+        if let Some((_, first)) = self.scopes.last().and_then(|s| s.get(name)) {
+            let first = *first;
+            self.error(
+                Diagnostic::error(format!("parameter `{name}` is declared twice"), span)
+                    .with_note("first declared here", Some(first)),
+            );
+        }
+        self.new_var(name, ty, Origin::Param, span)
+    }
+
+    /// Check `e` as a compile-time constant of type `s`.
+    pub fn constant(&mut self, e: &ast::Expr, s: Scalar, what: &str) -> Res<ConstValue> {
+        let x = self.expect(e, &Type::Scalar(s), what)?;
+        eval_or_report(self.ck, &x, what)
+    }
+
+    /// A function or kernel body: its top-level statements may declare shared arrays.
+    pub fn body(&mut self, block: &ast::Block) -> ir::Block {
+        self.stmts(&block.stmts, true)
+    }
+
+    fn block(&mut self, block: &ast::Block) -> ir::Block {
+        self.scopes.push(HashMap::new());
+        let out = self.stmts(&block.stmts, false);
+        self.scopes.pop();
+        out
+    }
+
+    fn stmts(&mut self, stmts: &[ast::Stmt], top: bool) -> ir::Block {
+        stmts
+            .iter()
+            .filter_map(|s| self.stmt(s, top).ok().flatten())
+            .collect()
+    }
+
+    fn stmt(&mut self, s: &ast::Stmt, top: bool) -> Res<Option<ir::Stmt>> {
+        let kind = match &s.kind {
+            StmtKind::Let {
+                mutable,
+                name,
+                ty,
+                init,
+            } => {
+                let init = self.let_init(ty.as_ref(), init);
+                let Ok(init) = init else {
+                    self.bind(&name.name, Binding::Poisoned, name.span);
+                    return Err(Reported);
+                };
+                let ty = init.1;
+                let origin = if *mutable { Origin::Var } else { Origin::Let };
+                let var = self.new_var(&name.name, ty, origin, name.span);
+                ir::StmtKind::Let { var, init: init.0 }
+            }
+            StmtKind::Shared { name, dims, elem } => {
+                let declared = self.shared_decl(name, dims, elem, s.span, top);
+                if declared.is_err() {
+                    self.bind(&name.name, Binding::Poisoned, name.span);
+                }
+                return declared.map(|()| None);
+            }
+            StmtKind::Assign { target, op, value } => self.assign(target, *op, value, s.span)?,
+            StmtKind::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                let cond = self.expect(cond, &Type::Scalar(Scalar::Bool), "an `if` condition");
+                let then_body = self.block(then_body);
+                let else_body = else_body
+                    .as_ref()
+                    .map(|b| self.block(b))
+                    .unwrap_or_default();
+                ir::StmtKind::If {
+                    cond: cond?,
+                    then_body,
+                    else_body,
+                }
+            }
+            StmtKind::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => self.for_loop(var, start, end, step.as_ref(), body)?,
+            StmtKind::While { cond, body } => {
+                let cond = self.expect(cond, &Type::Scalar(Scalar::Bool), "a `while` condition");
+                self.loops += 1;
+                let body = self.block(body);
+                self.loops -= 1;
+                ir::StmtKind::While { cond: cond?, body }
+            }
+            StmtKind::Break | StmtKind::Continue => {
+                let word = if matches!(s.kind, StmtKind::Break) {
+                    "break"
+                } else {
+                    "continue"
+                };
+                if self.loops == 0 {
+                    let d = Diagnostic::error(format!("`{word}` outside of a loop"), s.span);
+                    return Err(self.error(d));
+                }
+                if word == "break" {
+                    ir::StmtKind::Break
+                } else {
+                    ir::StmtKind::Continue
+                }
+            }
+            StmtKind::Return(value) => self.return_stmt(value.as_ref(), s.span)?,
+            StmtKind::Expr(e) => self.expr_stmt(e)?,
+        };
+        Ok(Some(ir::Stmt { kind, span: s.span }))
+    }
+
+    fn let_init(&mut self, ty: Option<&ast::TypeExpr>, init: &ast::Expr) -> Res<(ir::Expr, Type)> {
+        match ty {
+            Some(t) => {
+                let ty = super::types::resolve(self.ck, t, super::types::Usage::Local)?;
+                let init = self.expect(init, &ty, "the initializer")?;
+                Ok((init, ty))
+            }
+            None => {
+                let init = self.value(init, None)?;
+                let ty = init.ty.clone();
+                Ok((init, ty))
+            }
+        }
+    }
+
+    fn shared_decl(
+        &mut self,
+        name: &ast::Ident,
+        dims: &[ast::Expr],
+        elem: &ast::TypeExpr,
+        span: Span,
+        top: bool,
+    ) -> Res<()> {
+        if !top || !matches!(self.context, Context::Kernel) {
+            let d = Diagnostic::error(
+                "shared arrays can only be declared at the top level of a kernel body",
+                span,
+            );
+            return Err(self.error(d));
+        }
+        if let Some(first) = self.shared.iter().find(|a| a.name == name.name) {
+            let first = first.span;
+            let d = Diagnostic::error(
+                format!("shared array `{}` is declared twice", name.name),
+                name.span,
+            )
+            .with_note("first declared here", Some(first));
+            return Err(self.error(d));
+        }
+        let elem = super::types::resolve(self.ck, elem, super::types::Usage::SharedElem);
+        let mut sizes = Vec::new();
+        let mut len: u64 = 1;
+        for d in dims {
+            let x = self.value(d, Some(&Type::Scalar(Scalar::U32)))?;
+            if !x.ty.scalar().is_some_and(Scalar::is_int) {
+                let d = Diagnostic::error(
+                    format!("shared array dimensions must be integers, found `{}`", x.ty),
+                    d.span,
+                );
+                return Err(self.error(d));
+            }
+            let v = eval_or_report(self.ck, &x, "a shared array dimension")?;
+            let n = match v {
+                ConstValue::Int(n) if n > 0 => u64::try_from(n).ok(),
+                _ => {
+                    let d = Diagnostic::error(
+                        format!(
+                            "shared array `{}` has a dimension of {}: dimensions must be positive",
+                            name.name,
+                            crate::print::const_text(&v)
+                        ),
+                        d.span,
+                    );
+                    return Err(self.error(d));
+                }
+            };
+            len = match n.and_then(|n| len.checked_mul(n)) {
+                Some(len) if len <= u64::from(u32::MAX) => len,
+                _ => {
+                    let d = Diagnostic::error(
+                        format!("shared array `{}` is too large", name.name),
+                        span,
+                    );
+                    return Err(self.error(d));
+                }
+            };
+            sizes.push(n.unwrap_or(0));
+        }
+        let id = SharedId(self.shared.len() as u32);
+        self.shared.push(ir::SharedArray {
+            name: name.name.clone(),
+            elem: elem?,
+            dims: sizes,
+            span: name.span,
+        });
+        self.bind(&name.name, Binding::Shared(id), name.span);
+        Ok(())
+    }
+
+    fn assign(
+        &mut self,
+        target: &ast::Expr,
+        op: Option<ir::BinOp>,
+        value: &ast::Expr,
+        span: Span,
+    ) -> Res<ir::StmtKind> {
+        match &target.kind {
+            ExprKind::Name(n) => {
+                let var = match self.lookup(n).cloned() {
+                    Some(Binding::Var(id)) => id,
+                    Some(Binding::Poisoned) => return Err(Reported),
+                    Some(Binding::Shared(_)) => {
+                        let d = Diagnostic::error(
+                            format!("cannot assign to shared array `{n}`; assign to its elements, `{n}[i] = ...`"),
+                            target.span,
+                        );
+                        return Err(self.error(d));
+                    }
+                    Some(Binding::Const(..)) => {
+                        let d = Diagnostic::error(
+                            format!("cannot assign to compile-time parameter `{n}`"),
+                            target.span,
+                        );
+                        return Err(self.error(d));
+                    }
+                    None => {
+                        // Report an unknown name, or that the name is not a variable.
+                        self.value(target, None)?;
+                        let d = Diagnostic::error(
+                            format!("cannot assign to `{n}`: it is not a variable"),
+                            target.span,
+                        );
+                        return Err(self.error(d));
+                    }
+                };
+                self.check_mutable(var, target.span)?;
+                let ty = self.vars[var.0 as usize].ty.clone();
+                let value = match op {
+                    None => self.expect(value, &ty, "the assigned value")?,
+                    Some(op) => {
+                        let current = ir::Expr {
+                            kind: ir::ExprKind::Var(var),
+                            ty: ty.clone(),
+                            span: target.span,
+                        };
+                        self.compound(op, current, value, &ty, span)?
+                    }
+                };
+                Ok(ir::StmtKind::Assign { var, value })
+            }
+            ExprKind::Index(..) => {
+                let place = self.place(target)?;
+                self.check_writable(&place, target.span)?;
+                let value = match op {
+                    None => self.expect(value, &place.elem, "the stored value")?,
+                    Some(op) => {
+                        let current = ir::Expr {
+                            kind: ir::ExprKind::Load(Box::new(place.ptr.clone())),
+                            ty: place.elem.clone(),
+                            span: target.span,
+                        };
+                        self.compound(op, current, value, &place.elem, span)?
+                    }
+                };
+                Ok(ir::StmtKind::Store {
+                    ptr: place.ptr,
+                    value,
+                })
+            }
+            ExprKind::Field(..) => {
+                let d = Diagnostic::error(
+                    "cannot assign to a vector component; build a new vector instead",
+                    target.span,
+                );
+                Err(self.error(d))
+            }
+            _ => {
+                let d = Diagnostic::error("this cannot be assigned to", target.span);
+                Err(self.error(d))
+            }
+        }
+    }
+
+    /// `current op= value`, desugared to `current op value` of the target's type.
+    fn compound(
+        &mut self,
+        op: ir::BinOp,
+        current: ir::Expr,
+        value: &ast::Expr,
+        ty: &Type,
+        span: Span,
+    ) -> Res<ir::Expr> {
+        let value = self.value(value, Some(ty))?;
+        let result = self.binary_typed(op, current, value, span)?;
+        if &result.ty != ty {
+            let d = Diagnostic::error(
+                format!("mismatched types: expected `{ty}`, found `{}`", result.ty),
+                span,
+            );
+            return Err(self.error(d));
+        }
+        Ok(result)
+    }
+
+    fn check_mutable(&mut self, var: VarId, span: Span) -> Res<()> {
+        let v = &self.vars[var.0 as usize];
+        let (name, decl) = (v.name.clone(), v.span);
+        let (message, note) = match self.origins[var.0 as usize] {
+            Origin::Var => return Ok(()),
+            Origin::Let => (
+                format!("cannot assign to `{name}`: it is declared with `let`"),
+                format!("`{name}` declared here; use `var` to make it mutable"),
+            ),
+            Origin::Param => (
+                format!("cannot assign to parameter `{name}`"),
+                format!("`{name}` declared here; copy it into a `var` to change it"),
+            ),
+            Origin::Loop => (
+                format!("cannot assign to loop variable `{name}`"),
+                format!("`{name}` declared here"),
+            ),
+        };
+        let d = Diagnostic::error(message, span).with_note(note, Some(decl));
+        Err(self.error(d))
+    }
+
+    fn for_loop(
+        &mut self,
+        var: &ast::Ident,
+        start: &ast::Expr,
+        end: &ast::Expr,
+        step: Option<&ast::Expr>,
+        body: &ast::Block,
+    ) -> Res<ir::StmtKind> {
+        let bounds = self.unify(start, end, None);
+        let (start, end) = match bounds {
+            Ok(b) => b,
+            Err(r) => {
+                self.check_loop_body(var, Binding::Poisoned, body);
+                return Err(r);
+            }
+        };
+        let ty = start.ty.clone();
+        let bad = if start.ty != end.ty {
+            Some(format!(
+                "mismatched types: the loop runs from `{}` to `{}`",
+                start.ty, end.ty
+            ))
+        } else if !ty.scalar().is_some_and(Scalar::is_int) {
+            Some(format!("loop bounds must be integers, found `{ty}`"))
+        } else {
+            None
+        };
+        if let Some(message) = bad {
+            self.error(Diagnostic::error(message, start.span.to(end.span)));
+            self.check_loop_body(var, Binding::Poisoned, body);
+            return Err(Reported);
+        }
+        let step = match step {
+            Some(s) => {
+                let x = self.expect(s, &ty, "the loop step")?;
+                match consteval::eval(&x) {
+                    Ok(ConstValue::Int(v)) if v <= 0 => {
+                        let d = Diagnostic::error(
+                            format!("loop step must be positive, found {v}"),
+                            x.span,
+                        );
+                        return Err(self.error(d));
+                    }
+                    Ok(_) | Err(ConstError::NotConst(_)) => x,
+                    Err(other) => {
+                        return Err(self.error(Diagnostic::error(other.message(), other.span())))
+                    }
+                }
+            }
+            None => ir::Expr {
+                kind: ir::ExprKind::Const(ConstValue::Int(1)),
+                ty: ty.clone(),
+                span: var.span,
+            },
+        };
+        self.scopes.push(HashMap::new());
+        let id = self.new_var(&var.name, ty, Origin::Loop, var.span);
+        self.loops += 1;
+        let body = self.block(body);
+        self.loops -= 1;
+        self.scopes.pop();
+        Ok(ir::StmtKind::For {
+            var: id,
+            start,
+            end,
+            step,
+            body,
+        })
+    }
+
+    /// Check a loop body whose header failed, so errors inside it are still found.
+    fn check_loop_body(&mut self, var: &ast::Ident, binding: Binding, body: &ast::Block) {
+        self.scopes.push(HashMap::new());
+        self.bind(&var.name, binding, var.span);
+        self.loops += 1;
+        self.block(body);
+        self.loops -= 1;
+        self.scopes.pop();
+    }
+
+    fn return_stmt(&mut self, value: Option<&ast::Expr>, span: Span) -> Res<ir::StmtKind> {
+        let ret = match &self.context {
+            Context::Device { ret } => ret.clone(),
+            _ => Type::Void,
+        };
+        match (value, &ret) {
+            (None, Type::Void) => Ok(ir::StmtKind::Return(None)),
+            (Some(v), Type::Void) => {
+                let what = if matches!(self.context, Context::Kernel) {
+                    "kernels return nothing"
+                } else {
+                    "this function returns nothing"
+                };
+                let d = Diagnostic::error(format!("cannot return a value: {what}"), v.span);
+                Err(self.error(d))
+            }
+            (None, ret) => {
+                let d = Diagnostic::error(
+                    format!("`return;` in a function that returns `{ret}`"),
+                    span,
+                );
+                Err(self.error(d))
+            }
+            (Some(v), ret) => Ok(ir::StmtKind::Return(Some(self.expect(
+                v,
+                ret,
+                "the returned value",
+            )?))),
+        }
+    }
+
+    fn expr_stmt(&mut self, e: &ast::Expr) -> Res<ir::StmtKind> {
+        match &e.kind {
+            ExprKind::Call { callee, args } => {
+                let kind = match builtins::lookup(&callee.name) {
+                    Some(builtins::Name::Barrier) => ir::StmtKind::Barrier,
+                    Some(builtins::Name::Fence(scope)) => ir::StmtKind::Fence(scope),
+                    _ => return Ok(ir::StmtKind::Expr(self.expr(e, None)?)),
+                };
+                self.arity(&callee.name, args, 0, e.span)?;
+                Ok(kind)
+            }
+            ExprKind::Intrinsic { .. } | ExprKind::Asm { .. } => {
+                Ok(ir::StmtKind::Expr(self.expr(e, None)?))
+            }
+            _ => {
+                let d = Diagnostic::error(
+                    "this expression does nothing; only calls can stand alone as statements",
+                    e.span,
+                );
+                Err(self.error(d))
+            }
+        }
+    }
+}
+
+/// Whether every path through `block` ends in a `return`.
+pub fn always_returns(block: &ir::Block) -> bool {
+    block.iter().any(|s| match &s.kind {
+        ir::StmtKind::Return(_) => true,
+        ir::StmtKind::If {
+            then_body,
+            else_body,
+            ..
+        } => always_returns(then_body) && always_returns(else_body),
+        _ => false,
+    })
+}

@@ -1,0 +1,694 @@
+//! Checking expressions. Types flow bottom-up, except that an untyped literal takes the type its
+//! context wants (`want`): the other operand, the declared type, the parameter type.
+
+use super::body::{Binding, FnCx};
+use super::{suggest, types, ItemRef, Lookup, Reported, Res};
+use crate::ast::{self, ExprKind};
+use crate::consteval::int_range;
+use crate::diag::{Diagnostic, Span};
+use crate::ir::{self, Axis, BinOp, ConstValue, Scalar, Space, Special, Type, UnOp};
+
+/// Built-in values with `.x .y .z` components.
+const SPECIAL_GROUPS: [&str; 4] = ["thread", "block", "block_dim", "grid_dim"];
+
+/// Where `v[i]` points.
+pub struct Place {
+    pub ptr: ir::Expr,
+    pub elem: Type,
+    pub mutable: bool,
+    /// The view's name, type and declaration, when it is a named variable.
+    pub decl: Option<(String, Type, Span)>,
+}
+
+pub fn mk(kind: ir::ExprKind, ty: Type, span: Span) -> ir::Expr {
+    ir::Expr { kind, ty, span }
+}
+
+pub fn int_const(v: i128, s: Scalar, span: Span) -> ir::Expr {
+    mk(
+        ir::ExprKind::Const(ConstValue::Int(v)),
+        Type::Scalar(s),
+        span,
+    )
+}
+
+fn is_numeric(ty: &Type) -> bool {
+    match ty {
+        Type::Scalar(s) | Type::Vector(s, _) => *s != Scalar::Bool,
+        _ => false,
+    }
+}
+
+fn is_int(ty: &Type) -> bool {
+    match ty {
+        Type::Scalar(s) | Type::Vector(s, _) => s.is_int(),
+        _ => false,
+    }
+}
+
+/// Types a value may be passed or assigned as: equal, or a mutable view where a read-only view
+/// of the same elements is expected.
+pub fn assignable(from: &Type, to: &Type) -> bool {
+    match (from, to) {
+        (
+            Type::View {
+                space: s1,
+                elem: e1,
+                mutable: m1,
+            },
+            Type::View {
+                space: s2,
+                elem: e2,
+                mutable: m2,
+            },
+        ) => s1 == s2 && e1 == e2 && (*m1 || !*m2),
+        _ => from == to,
+    }
+}
+
+impl FnCx<'_, '_> {
+    /// An expression with a value (not a call of a function without result).
+    pub fn value(&mut self, e: &ast::Expr, want: Option<&Type>) -> Res<ir::Expr> {
+        let x = self.expr(e, want)?;
+        if x.ty == Type::Void {
+            let d = Diagnostic::error(
+                "this call has no value; it can only be used as a statement",
+                e.span,
+            );
+            return Err(self.error(d));
+        }
+        Ok(x)
+    }
+
+    /// A value of type `ty` (`what` names it in the message).
+    pub fn expect(&mut self, e: &ast::Expr, ty: &Type, what: &str) -> Res<ir::Expr> {
+        let x = self.value(e, Some(ty))?;
+        if !assignable(&x.ty, ty) {
+            let d = Diagnostic::error(
+                format!("mismatched types: {what} must be `{ty}`, found `{}`", x.ty),
+                e.span,
+            );
+            return Err(self.error(d));
+        }
+        Ok(x)
+    }
+
+    /// Two operands that must share a type: an untyped literal side adapts to the other.
+    pub fn unify(
+        &mut self,
+        a: &ast::Expr,
+        b: &ast::Expr,
+        want: Option<&Type>,
+    ) -> Res<(ir::Expr, ir::Expr)> {
+        if a.is_untyped() && !b.is_untyped() {
+            let y = self.value(b, want)?;
+            let x = self.value(a, Some(&y.ty))?;
+            Ok((x, y))
+        } else {
+            let x = self.value(a, want)?;
+            let y = self.value(b, Some(&x.ty))?;
+            Ok((x, y))
+        }
+    }
+
+    pub fn expr(&mut self, e: &ast::Expr, want: Option<&Type>) -> Res<ir::Expr> {
+        match &e.kind {
+            ExprKind::Int { value, suffix } => {
+                self.int_literal(*value, false, *suffix, want, e.span)
+            }
+            ExprKind::Float { value, suffix } => self.float_literal(*value, *suffix, want, e.span),
+            ExprKind::Bool(b) => Ok(mk(
+                ir::ExprKind::Const(ConstValue::Bool(*b)),
+                Type::Scalar(Scalar::Bool),
+                e.span,
+            )),
+            ExprKind::Name(n) => self.name(n, e.span),
+            ExprKind::Field(base, field) => self.field(base, field, e.span),
+            ExprKind::Index(..) => {
+                let place = self.place(e)?;
+                Ok(mk(
+                    ir::ExprKind::Load(Box::new(place.ptr)),
+                    place.elem,
+                    e.span,
+                ))
+            }
+            ExprKind::Call { callee, args } => self.call(callee, args, want, e.span),
+            ExprKind::Unary(UnOp::Neg, inner) => match &inner.kind {
+                // Negative literals are checked against the range as a whole (`-128i8`).
+                ExprKind::Int { value, suffix } => {
+                    self.int_literal(*value, true, *suffix, want, e.span)
+                }
+                ExprKind::Float { value, suffix } => {
+                    self.float_literal(-value, *suffix, want, e.span)
+                }
+                _ => self.unary(UnOp::Neg, inner, want, e.span),
+            },
+            ExprKind::Unary(op, inner) => self.unary(*op, inner, want, e.span),
+            ExprKind::Binary(op, a, b) => {
+                let want = if op.is_comparison() { None } else { want };
+                if *op == BinOp::Add && !a.is_untyped() {
+                    // `view + i` offsets the view; anything else is arithmetic.
+                    let x = self.value(a, want)?;
+                    if let Type::View { .. } = x.ty {
+                        let index = self.index(b)?;
+                        let ty = x.ty.clone();
+                        let offset = ir::ExprKind::Offset {
+                            base: Box::new(x),
+                            index: Box::new(index),
+                        };
+                        return Ok(mk(offset, ty, e.span));
+                    }
+                    let y = self.value(b, Some(&x.ty))?;
+                    return self.binary_typed(*op, x, y, e.span);
+                }
+                let (x, y) = self.unify(a, b, want)?;
+                self.binary_typed(*op, x, y, e.span)
+            }
+            ExprKind::Logical(op, a, b) => {
+                let bool_ty = Type::Scalar(Scalar::Bool);
+                let x = self.expect(a, &bool_ty, "an operand of `&&` and `||`");
+                let y = self.expect(b, &bool_ty, "an operand of `&&` and `||`");
+                Ok(mk(
+                    ir::ExprKind::Logical(*op, Box::new(x?), Box::new(y?)),
+                    bool_ty,
+                    e.span,
+                ))
+            }
+            ExprKind::Cast(inner, ty) => self.cast(inner, ty, e.span),
+            ExprKind::Intrinsic { ty, name, args } => {
+                let ty = types::resolve(self.ck, ty, types::Usage::Foreign)?;
+                if !name.value.starts_with("llvm.") {
+                    let d = Diagnostic::error(
+                        format!("intrinsic name `{}` must start with `llvm.`", name.value),
+                        name.span,
+                    );
+                    return Err(self.error(d));
+                }
+                let args = self.values(args)?;
+                Ok(mk(
+                    ir::ExprKind::Intrinsic {
+                        name: name.value.clone(),
+                        args,
+                    },
+                    ty,
+                    e.span,
+                ))
+            }
+            ExprKind::Asm {
+                ty,
+                template,
+                constraints,
+                args,
+            } => {
+                let ty = types::resolve(self.ck, ty, types::Usage::Foreign)?;
+                let args = self.values(args)?;
+                Ok(mk(
+                    ir::ExprKind::InlineAsm {
+                        template: template.value.clone(),
+                        constraints: constraints.value.clone(),
+                        args,
+                    },
+                    ty,
+                    e.span,
+                ))
+            }
+        }
+    }
+
+    /// Check every argument (all of them, so that each error is reported).
+    fn values(&mut self, args: &[ast::Expr]) -> Res<Vec<ir::Expr>> {
+        let checked: Vec<Res<ir::Expr>> = args.iter().map(|a| self.value(a, None)).collect();
+        checked.into_iter().collect()
+    }
+
+    fn literal_type(suffix: Option<Scalar>, want: Option<&Type>, float: bool) -> Scalar {
+        match (suffix, want) {
+            (Some(s), _) => s,
+            (None, Some(Type::Scalar(s))) if s.is_float() || (!float && s.is_int()) => *s,
+            _ if float => Scalar::F32,
+            _ => Scalar::I32,
+        }
+    }
+
+    fn int_literal(
+        &mut self,
+        value: u128,
+        negative: bool,
+        suffix: Option<Scalar>,
+        want: Option<&Type>,
+        span: Span,
+    ) -> Res<ir::Expr> {
+        let ty = Self::literal_type(suffix, want, false);
+        let sign = if negative { "-" } else { "" };
+        if ty.is_float() {
+            let v = value as f64;
+            return self.float_literal(if negative { -v } else { v }, Some(ty), None, span);
+        }
+        if ty == Scalar::Bool {
+            let d = Diagnostic::error("an integer literal cannot have type `bool`", span);
+            return Err(self.error(d));
+        }
+        let (lo, hi) = int_range(ty);
+        let v = i128::try_from(value)
+            .ok()
+            .map(|v| if negative { -v } else { v })
+            .filter(|v| (lo..=hi).contains(v));
+        let Some(v) = v else {
+            let d = Diagnostic::error(
+                format!(
+                    "literal `{sign}{value}` is out of range for `{}` ({lo}..={hi})",
+                    ty.name()
+                ),
+                span,
+            );
+            return Err(self.error(d));
+        };
+        Ok(int_const(v, ty, span))
+    }
+
+    fn float_literal(
+        &mut self,
+        value: f64,
+        suffix: Option<Scalar>,
+        want: Option<&Type>,
+        span: Span,
+    ) -> Res<ir::Expr> {
+        let ty = Self::literal_type(suffix, want, true);
+        if !ty.is_float() {
+            let d = Diagnostic::error(
+                format!("a float literal cannot have type `{}`", ty.name()),
+                span,
+            );
+            return Err(self.error(d));
+        }
+        let max = match ty {
+            Scalar::F16 => 65504.0,
+            Scalar::Bf16 => 3.389_531_4e38,
+            Scalar::F32 => f64::from(f32::MAX),
+            _ => f64::MAX,
+        };
+        if value.is_nan() || value.abs() > max {
+            let d = Diagnostic::error(
+                format!("literal `{value:e}` is out of range for `{}`", ty.name()),
+                span,
+            );
+            return Err(self.error(d));
+        }
+        Ok(mk(
+            ir::ExprKind::Const(ConstValue::Float(value)),
+            Type::Scalar(ty),
+            span,
+        ))
+    }
+
+    fn name(&mut self, n: &str, span: Span) -> Res<ir::Expr> {
+        match self.lookup(n).cloned() {
+            Some(Binding::Var(id)) => {
+                let ty = self.vars[id.0 as usize].ty.clone();
+                return Ok(mk(ir::ExprKind::Var(id), ty, span));
+            }
+            Some(Binding::Shared(id)) => {
+                let elem = self.shared[id.0 as usize].elem.clone();
+                let ty = Type::View {
+                    space: Space::Shared,
+                    elem: Box::new(elem),
+                    mutable: true,
+                };
+                return Ok(mk(ir::ExprKind::SharedArray(id), ty, span));
+            }
+            Some(Binding::Const(s, v)) => {
+                return Ok(mk(ir::ExprKind::Const(v), Type::Scalar(s), span))
+            }
+            Some(Binding::Poisoned) => return Err(Reported),
+            None => {}
+        }
+        let message = match self.ck.lookup(self.file, n) {
+            Lookup::Found(ItemRef::Const(i)) => {
+                let (s, v) = self.ck.const_value(i)?;
+                return Ok(mk(ir::ExprKind::Const(v), Type::Scalar(s), span));
+            }
+            Lookup::Found(ItemRef::Fn(_)) => {
+                format!("`{n}` is a function; call it with `{n}(...)`")
+            }
+            Lookup::Found(ItemRef::Kernel { .. }) => {
+                format!("`{n}` is a kernel and cannot be used in an expression")
+            }
+            Lookup::NotImported(file) => {
+                format!(
+                    "`{n}` is defined in `{}`, which this file does not import",
+                    self.ck.file_name(file)
+                )
+            }
+            Lookup::Missing => match n {
+                "lane" => {
+                    return Ok(mk(
+                        ir::ExprKind::Special(Special::Lane),
+                        Type::Scalar(Scalar::U32),
+                        span,
+                    ))
+                }
+                "warp" => {
+                    return Ok(mk(
+                        ir::ExprKind::Special(Special::Warp),
+                        Type::Scalar(Scalar::U32),
+                        span,
+                    ))
+                }
+                _ if SPECIAL_GROUPS.contains(&n) => {
+                    format!("`{n}` has components `.x`, `.y` and `.z`; use `{n}.x`")
+                }
+                _ => return Err(self.unknown_name(n, span)),
+            },
+        };
+        Err(self.error(Diagnostic::error(message, span)))
+    }
+
+    fn unknown_name(&mut self, n: &str, span: Span) -> Reported {
+        let mut names = self.scope_names();
+        names.extend(self.ck.visible_names(self.file, false));
+        names.extend(SPECIAL_GROUPS);
+        names.extend(["lane", "warp"]);
+        let best = suggest::closest(n, names).map(str::to_string);
+        let mut d = Diagnostic::error(format!("unknown name `{n}`"), span);
+        if let Some(best) = best {
+            d = d.with_note(format!("did you mean `{best}`?"), None);
+        }
+        self.error(d)
+    }
+
+    fn field(&mut self, base: &ast::Expr, field: &ast::Ident, span: Span) -> Res<ir::Expr> {
+        if let ExprKind::Name(n) = &base.kind {
+            let shadowed = self.lookup(n).is_some()
+                || !matches!(self.ck.lookup(self.file, n), Lookup::Missing);
+            if SPECIAL_GROUPS.contains(&n.as_str()) && !shadowed {
+                let axis = match field.name.as_str() {
+                    "x" => Axis::X,
+                    "y" => Axis::Y,
+                    "z" => Axis::Z,
+                    other => {
+                        let d = Diagnostic::error(
+                            format!("`{n}` has no component `{other}`; it has `.x`, `.y` and `.z`"),
+                            field.span,
+                        );
+                        return Err(self.error(d));
+                    }
+                };
+                let special = match n.as_str() {
+                    "thread" => Special::ThreadIdx(axis),
+                    "block" => Special::BlockIdx(axis),
+                    "block_dim" => Special::BlockDim(axis),
+                    _ => Special::GridDim(axis),
+                };
+                return Ok(mk(
+                    ir::ExprKind::Special(special),
+                    Type::Scalar(Scalar::U32),
+                    span,
+                ));
+            }
+        }
+        let x = self.value(base, None)?;
+        let lane = ["x", "y", "z", "w"].iter().position(|c| *c == field.name);
+        match (&x.ty, lane) {
+            (Type::Vector(s, n), Some(lane)) if lane < usize::from(*n) => {
+                let s = *s;
+                Ok(mk(
+                    ir::ExprKind::Extract(Box::new(x), lane as u8),
+                    Type::Scalar(s),
+                    span,
+                ))
+            }
+            (ty, _) => {
+                let d = Diagnostic::error(
+                    format!("type `{ty}` has no component `{}`", field.name),
+                    field.span,
+                );
+                Err(self.error(d))
+            }
+        }
+    }
+
+    /// An index: any integer type (an untyped literal becomes u32).
+    fn index(&mut self, e: &ast::Expr) -> Res<ir::Expr> {
+        let x = self.value(e, Some(&Type::Scalar(Scalar::U32)))?;
+        if !x.ty.scalar().is_some_and(Scalar::is_int) {
+            let d = Diagnostic::error(
+                format!("an index must be an integer, found `{}`", x.ty),
+                e.span,
+            );
+            return Err(self.error(d));
+        }
+        Ok(x)
+    }
+
+    /// The element `e` (an `Index` expression) designates.
+    pub fn place(&mut self, e: &ast::Expr) -> Res<Place> {
+        // Peel `s[i][j]` down to its root to see whether it indexes a shared array.
+        let mut indices = Vec::new();
+        let mut root = e;
+        while let ExprKind::Index(base, index) = &root.kind {
+            indices.push(index.as_ref());
+            root = base;
+        }
+        indices.reverse();
+        if let ExprKind::Name(n) = &root.kind {
+            if let Some(Binding::Shared(id)) = self.lookup(n).cloned() {
+                return self.shared_place(id, root, &indices, e.span);
+            }
+        }
+        let ExprKind::Index(base, index) = &e.kind else {
+            unreachable!("place() is only called on index expressions")
+        };
+        let b = self.value(base, None)?;
+        let Type::View { elem, mutable, .. } = b.ty.clone() else {
+            let d = Diagnostic::error(
+                format!("cannot index a value of type `{}`; only views and shared arrays can be indexed", b.ty),
+                base.span,
+            );
+            return Err(self.error(d));
+        };
+        let index = self.index(index)?;
+        let decl = match &b.kind {
+            ir::ExprKind::Var(id) => {
+                let v = &self.vars[id.0 as usize];
+                Some((v.name.clone(), v.ty.clone(), v.span))
+            }
+            _ => None,
+        };
+        let ty = b.ty.clone();
+        let ptr = mk(
+            ir::ExprKind::Offset {
+                base: Box::new(b),
+                index: Box::new(index),
+            },
+            ty,
+            e.span,
+        );
+        Ok(Place {
+            ptr,
+            elem: *elem,
+            mutable,
+            decl,
+        })
+    }
+
+    /// `s[i][j]` of a `[D0][D1]` array: offset `i * D1 + j`, computed in u32 (u64 if any index is
+    /// 64-bit). A single index is used as it is.
+    fn shared_place(
+        &mut self,
+        id: ir::SharedId,
+        root: &ast::Expr,
+        indices: &[&ast::Expr],
+        span: Span,
+    ) -> Res<Place> {
+        let array = &self.shared[id.0 as usize];
+        let (name, dims, elem) = (array.name.clone(), array.dims.clone(), array.elem.clone());
+        if indices.len() != dims.len() {
+            let dims_text = match dims.len() {
+                1 => "1 dimension".to_string(),
+                n => format!("{n} dimensions"),
+            };
+            let given = match indices.len() {
+                1 => "1 index was".to_string(),
+                n => format!("{n} indices were"),
+            };
+            let d = Diagnostic::error(
+                format!("shared array `{name}` has {dims_text} but {given} given"),
+                span,
+            );
+            return Err(self.error(d));
+        }
+        let checked: Vec<Res<ir::Expr>> = indices.iter().map(|i| self.index(i)).collect();
+        let mut xs = checked.into_iter().collect::<Res<Vec<_>>>()?;
+        let offset = if xs.len() == 1 {
+            xs.remove(0)
+        } else {
+            let s = if xs.iter().any(|x| x.ty.size() == 8) {
+                Scalar::U64
+            } else {
+                Scalar::U32
+            };
+            let ty = Type::Scalar(s);
+            let convert = |x: ir::Expr| {
+                if x.ty == ty {
+                    x
+                } else {
+                    let span = x.span;
+                    mk(ir::ExprKind::Cast(Box::new(x)), ty.clone(), span)
+                }
+            };
+            let mut xs = xs.into_iter();
+            let mut acc = convert(xs.next().ok_or(Reported)?);
+            for (x, dim) in xs.zip(&dims[1..]) {
+                let span = acc.span.to(x.span);
+                let dim = int_const(i128::from(*dim), s, span);
+                let scaled = mk(
+                    ir::ExprKind::Binary(BinOp::Mul, Box::new(acc), Box::new(dim)),
+                    ty.clone(),
+                    span,
+                );
+                acc = mk(
+                    ir::ExprKind::Binary(BinOp::Add, Box::new(scaled), Box::new(convert(x))),
+                    ty.clone(),
+                    span,
+                );
+            }
+            acc
+        };
+        let view = Type::View {
+            space: Space::Shared,
+            elem: Box::new(elem.clone()),
+            mutable: true,
+        };
+        let base = mk(ir::ExprKind::SharedArray(id), view.clone(), root.span);
+        let ptr = mk(
+            ir::ExprKind::Offset {
+                base: Box::new(base),
+                index: Box::new(offset),
+            },
+            view,
+            span,
+        );
+        Ok(Place {
+            ptr,
+            elem,
+            mutable: true,
+            decl: None,
+        })
+    }
+
+    pub fn check_writable(&mut self, place: &Place, span: Span) -> Res<()> {
+        if place.mutable {
+            return Ok(());
+        }
+        let d = match &place.decl {
+            Some((name, ty, decl)) => {
+                let mut_ty = match ty {
+                    Type::View { space, elem, .. } => Type::View {
+                        space: *space,
+                        elem: elem.clone(),
+                        mutable: true,
+                    },
+                    other => other.clone(),
+                };
+                Diagnostic::error(
+                    format!("cannot write through `{name}`: it is a read-only view (`{ty}`)"),
+                    span,
+                )
+                .with_note(
+                    format!("`{name}` declared here; declare it `{mut_ty}` to write through it"),
+                    Some(*decl),
+                )
+            }
+            None => Diagnostic::error("cannot write through a read-only view", span),
+        };
+        Err(self.error(d))
+    }
+
+    fn unary(
+        &mut self,
+        op: UnOp,
+        inner: &ast::Expr,
+        want: Option<&Type>,
+        span: Span,
+    ) -> Res<ir::Expr> {
+        let x = self.value(inner, want)?;
+        let ok = match (op, &x.ty) {
+            (UnOp::Neg, Type::Scalar(s) | Type::Vector(s, _)) => s.is_float() || s.is_signed(),
+            (UnOp::Not, Type::Scalar(s) | Type::Vector(s, _)) => s.is_int() || *s == Scalar::Bool,
+            _ => false,
+        };
+        if !ok {
+            let sym = if op == UnOp::Neg { "-" } else { "!" };
+            let d = Diagnostic::error(
+                format!("unary `{sym}` cannot be applied to `{}`", x.ty),
+                span,
+            );
+            return Err(self.error(d));
+        }
+        let ty = x.ty.clone();
+        Ok(mk(ir::ExprKind::Unary(op, Box::new(x)), ty, span))
+    }
+
+    /// `x op y` for already checked operands.
+    pub fn binary_typed(
+        &mut self,
+        op: BinOp,
+        x: ir::Expr,
+        y: ir::Expr,
+        span: Span,
+    ) -> Res<ir::Expr> {
+        let sym = op.symbol();
+        if x.ty != y.ty {
+            let d = Diagnostic::error(
+                format!(
+                    "mismatched types: `{sym}` needs operands of one type, found `{}` and `{}`",
+                    x.ty, y.ty
+                ),
+                span,
+            );
+            return Err(self.error(d));
+        }
+        let ty = &x.ty;
+        let scalar = matches!(ty, Type::Scalar(_));
+        let ok = match op {
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem => is_numeric(ty),
+            BinOp::And | BinOp::Or | BinOp::Xor => is_int(ty) || *ty == Type::Scalar(Scalar::Bool),
+            BinOp::Shl | BinOp::Shr => is_int(ty),
+            BinOp::Eq | BinOp::Ne => scalar,
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => scalar && is_numeric(ty),
+        };
+        if !ok {
+            let d = Diagnostic::error(format!("`{sym}` cannot be applied to `{ty}`"), span);
+            return Err(self.error(d));
+        }
+        let result = if op.is_comparison() {
+            Type::Scalar(Scalar::Bool)
+        } else {
+            ty.clone()
+        };
+        Ok(mk(
+            ir::ExprKind::Binary(op, Box::new(x), Box::new(y)),
+            result,
+            span,
+        ))
+    }
+
+    fn cast(&mut self, inner: &ast::Expr, ty: &ast::TypeExpr, span: Span) -> Res<ir::Expr> {
+        let to = types::resolve(self.ck, ty, types::Usage::Cast);
+        let x = self.value(inner, None)?;
+        let to = to?;
+        let ok = match (&x.ty, &to) {
+            (Type::Scalar(_), Type::Scalar(_)) => true,
+            (Type::Vector(_, a), Type::Vector(_, b)) => a == b,
+            _ => false,
+        };
+        if !ok {
+            let d = Diagnostic::error(format!("cannot cast `{}` to `{to}`", x.ty), span);
+            return Err(self.error(d));
+        }
+        if x.ty == to {
+            return Ok(x);
+        }
+        Ok(mk(ir::ExprKind::Cast(Box::new(x)), to, span))
+    }
+}

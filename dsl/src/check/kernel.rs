@@ -1,0 +1,278 @@
+//! Kernels: compile-time parameters and `-D` defines (specialization), parameters and the launch
+//! configuration.
+
+use super::body::{Binding, Context, FnCx};
+use super::expr::int_const;
+use super::types::{self, Usage};
+use super::{eval_or_report, suggest, Checked, Checker, Res};
+use crate::ast::{self, Item};
+use crate::consteval::{int_range, round_float};
+use crate::diag::{Diagnostic, Severity, Span};
+use crate::ir::{self, Builtin, ConstValue, ExprKind, Scalar, Type};
+
+/// Threads per block that every supported arch allows.
+const MAX_THREADS: u64 = 1024;
+
+pub fn root_kernels<'a>(ck: &Checker<'a>) -> impl Iterator<Item = &'a ast::KernelItem> {
+    ck.loaded.files[0]
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            Item::Kernel(k) => Some(k),
+            _ => None,
+        })
+}
+
+/// Every define must name a compile-time parameter of some kernel of the root file.
+pub fn check_defines(ck: &mut Checker<'_>, defines: &[(String, String)]) {
+    let declared: Vec<&str> = root_kernels(ck)
+        .flat_map(|k| k.ct_params.iter().map(|p| p.name.name.as_str()))
+        .collect();
+    for (name, value) in defines {
+        if declared.contains(&name.as_str()) {
+            continue;
+        }
+        let mut d = Diagnostic {
+            severity: Severity::Error,
+            message: format!(
+                "`-D {name}={value}`: no kernel in `{}` has a compile-time parameter `{name}`",
+                ck.file_name(0)
+            ),
+            span: None,
+            notes: vec![],
+        };
+        if let Some(best) = suggest::closest(name, declared.iter().copied()) {
+            d = d.with_note(format!("did you mean `{best}`?"), None);
+        }
+        ck.error(d);
+    }
+}
+
+/// Parse a define's value as a constant of type `s`.
+fn parse_define(text: &str, s: Scalar) -> Option<ConstValue> {
+    let t = text.trim().replace('_', "");
+    if s == Scalar::Bool {
+        return match t.as_str() {
+            "true" => Some(ConstValue::Bool(true)),
+            "false" => Some(ConstValue::Bool(false)),
+            _ => None,
+        };
+    }
+    if s.is_float() {
+        let v: f64 = t.parse().ok()?;
+        return v.is_finite().then(|| ConstValue::Float(round_float(v, s)));
+    }
+    let (negative, body) = match t.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, t.as_str()),
+    };
+    let (radix, digits) = match body.get(..2) {
+        Some("0x" | "0X") => (16, &body[2..]),
+        Some("0b" | "0B") => (2, &body[2..]),
+        _ => (10, body),
+    };
+    if digits.starts_with(['+', '-']) {
+        return None;
+    }
+    let v = i128::try_from(u128::from_str_radix(digits, radix).ok()?).ok()?;
+    let v = if negative { -v } else { v };
+    let (lo, hi) = int_range(s);
+    (lo..=hi).contains(&v).then_some(ConstValue::Int(v))
+}
+
+/// The first part of a grid expression the host cannot evaluate from the arguments.
+fn not_host_evaluable(e: &ir::Expr) -> Option<Span> {
+    match &e.kind {
+        ExprKind::Const(_) | ExprKind::Var(_) => None,
+        ExprKind::Unary(_, x) | ExprKind::Cast(x) => not_host_evaluable(x),
+        ExprKind::Binary(_, a, b) | ExprKind::Logical(_, a, b) => {
+            not_host_evaluable(a).or_else(|| not_host_evaluable(b))
+        }
+        ExprKind::Select(c, a, b) => not_host_evaluable(c)
+            .or_else(|| not_host_evaluable(a))
+            .or_else(|| not_host_evaluable(b)),
+        ExprKind::Builtin(Builtin::Max | Builtin::Min, args) => {
+            args.iter().find_map(not_host_evaluable)
+        }
+        _ => Some(e.span),
+    }
+}
+
+fn dims_count(cx: &mut FnCx<'_, '_>, dims: &ast::LaunchDims, what: &str) -> Res<()> {
+    if (1..=3).contains(&dims.dims.len()) {
+        return Ok(());
+    }
+    let d = Diagnostic::error(
+        format!(
+            "`{what}(...)` takes 1 to 3 dimensions, found {}",
+            dims.dims.len()
+        ),
+        dims.span,
+    );
+    Err(cx.error(d))
+}
+
+pub fn check_kernel(
+    ck: &mut Checker<'_>,
+    k: &ast::KernelItem,
+    defines: &[(String, String)],
+) -> Option<Checked> {
+    let file_name = ck.file_name(0).to_string();
+    let mut cx = FnCx::new(ck, 0, Context::Kernel);
+    let specialization = ct_params(&mut cx, k, defines);
+    let mut params = Vec::new();
+    for p in &k.params {
+        match types::resolve(cx.ck, &p.ty, Usage::KernelParam) {
+            Ok(ty) => params.push(cx.declare_param(&p.name.name, ty, p.name.span)),
+            Err(_) => cx.bind(&p.name.name, Binding::Poisoned, p.name.span),
+        }
+    }
+    let grid = grid(&mut cx, &k.grid);
+    let block = block(&mut cx, &k.block);
+    let body = cx.body(&k.body);
+    let (vars, shared, calls, failed) = cx.finish();
+    if failed {
+        return None;
+    }
+    Some(Checked {
+        function: ir::Function {
+            name: k.name.name.clone(),
+            kind: ir::FunctionKind::Kernel(ir::Launch {
+                block: block.ok()?,
+                grid: grid.ok()?,
+                specialization,
+            }),
+            params,
+            ret: Type::Void,
+            vars,
+            shared,
+            body,
+            span: k.span,
+            file: file_name,
+        },
+        calls,
+    })
+}
+
+/// Bind the compile-time parameters (default or define) and return their values.
+fn ct_params(
+    cx: &mut FnCx<'_, '_>,
+    k: &ast::KernelItem,
+    defines: &[(String, String)],
+) -> Vec<(String, ConstValue)> {
+    let mut values: Vec<(String, ConstValue)> = Vec::new();
+    for (i, p) in k.ct_params.iter().enumerate() {
+        let name = &p.name.name;
+        if let Some(first) = k.ct_params[..i].iter().find(|q| &q.name.name == name) {
+            let d = Diagnostic::error(
+                format!("compile-time parameter `{name}` is declared twice"),
+                p.name.span,
+            )
+            .with_note("first declared here", Some(first.name.span));
+            cx.error(d);
+            continue;
+        }
+        let value = ct_value(cx, p, defines);
+        match value {
+            Ok((s, v)) => {
+                cx.bind(name, Binding::Const(s, v.clone()), p.name.span);
+                values.push((name.clone(), v));
+            }
+            Err(_) => cx.bind(name, Binding::Poisoned, p.name.span),
+        }
+    }
+    values
+}
+
+fn ct_value(
+    cx: &mut FnCx<'_, '_>,
+    p: &ast::CtParam,
+    defines: &[(String, String)],
+) -> Res<(Scalar, ConstValue)> {
+    let s = match &p.ty {
+        Some(t) => match types::resolve(cx.ck, t, Usage::CtParam)? {
+            Type::Scalar(s) => s,
+            _ => unreachable!("Usage::CtParam admits scalars only"),
+        },
+        None => Scalar::U32,
+    };
+    let default = cx.constant(&p.default, s, "a compile-time parameter's default")?;
+    let Some((_, text)) = defines.iter().rev().find(|(n, _)| *n == p.name.name) else {
+        return Ok((s, default));
+    };
+    match parse_define(text, s) {
+        Some(v) => Ok((s, v)),
+        None => {
+            let name = &p.name.name;
+            let d = Diagnostic::error(
+                format!(
+                    "invalid value `{text}` for compile-time parameter `{name}: {}` (from `-D {name}={text}`)",
+                    s.name()
+                ),
+                p.name.span,
+            );
+            Err(cx.error(d))
+        }
+    }
+}
+
+fn grid(cx: &mut FnCx<'_, '_>, dims: &ast::LaunchDims) -> Res<[ir::Expr; 3]> {
+    dims_count(cx, dims, "grid")?;
+    let u32_ty = Type::Scalar(Scalar::U32);
+    let mut out = Vec::new();
+    for d in &dims.dims {
+        let Ok(x) = cx.expect(d, &u32_ty, "a grid dimension") else {
+            continue;
+        };
+        if let Some(at) = not_host_evaluable(&x) {
+            let d = Diagnostic::error(
+                "`grid(...)` may only use the kernel's scalar parameters and constants",
+                at,
+            );
+            cx.error(d);
+            continue;
+        }
+        out.push(x);
+    }
+    if out.len() != dims.dims.len() {
+        return Err(super::Reported);
+    }
+    while out.len() < 3 {
+        out.push(int_const(1, Scalar::U32, dims.span));
+    }
+    out.try_into().map_err(|_| super::Reported)
+}
+
+fn block(cx: &mut FnCx<'_, '_>, dims: &ast::LaunchDims) -> Res<[u32; 3]> {
+    dims_count(cx, dims, "block")?;
+    let mut out = [1u32; 3];
+    let mut failed = false;
+    for (slot, d) in out.iter_mut().zip(&dims.dims) {
+        let value = cx
+            .expect(d, &Type::Scalar(Scalar::U32), "a block dimension")
+            .and_then(|x| eval_or_report(cx.ck, &x, "a block dimension"));
+        match value {
+            Ok(ConstValue::Int(v)) if v > 0 => *slot = v as u32,
+            Ok(_) => {
+                cx.error(Diagnostic::error(
+                    "block dimensions must be positive",
+                    d.span,
+                ));
+                failed = true;
+            }
+            Err(_) => failed = true,
+        }
+    }
+    if failed {
+        return Err(super::Reported);
+    }
+    let threads: u64 = out.iter().map(|&v| u64::from(v)).product();
+    if threads > MAX_THREADS {
+        let d = Diagnostic::error(
+            format!("a block of {threads} threads is too large: at most {MAX_THREADS} threads per block"),
+            dims.span,
+        );
+        return Err(cx.error(d));
+    }
+    Ok(out)
+}

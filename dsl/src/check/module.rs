@@ -1,0 +1,190 @@
+//! Assembling the module: rejecting recursion, keeping the device functions the kernels reach,
+//! ordering callees before callers and renumbering calls.
+
+use super::{Checked, Checker};
+use crate::diag::Diagnostic;
+use crate::ir::{self, ExprKind, FuncId, StmtKind};
+
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Mark {
+    New,
+    Open,
+    Done,
+}
+
+/// Report every call that closes a cycle among the device functions.
+pub fn check_recursion(ck: &mut Checker<'_>, device: &[Option<Checked>]) {
+    let mut marks = vec![Mark::New; device.len()];
+    let mut stack = Vec::new();
+    for i in 0..device.len() {
+        if marks[i] == Mark::New {
+            visit(ck, device, i, &mut marks, &mut stack);
+        }
+    }
+}
+
+fn visit(
+    ck: &mut Checker<'_>,
+    device: &[Option<Checked>],
+    i: usize,
+    marks: &mut [Mark],
+    stack: &mut Vec<usize>,
+) {
+    marks[i] = Mark::Open;
+    stack.push(i);
+    let calls = device[i].as_ref().map_or(&[][..], |c| &c.calls[..]);
+    for &(j, span) in calls {
+        match marks[j] {
+            Mark::New => visit(ck, device, j, marks, stack),
+            Mark::Open => {
+                let start = stack.iter().position(|&f| f == j).unwrap_or(0);
+                let chain: Vec<&str> = stack[start..]
+                    .iter()
+                    .chain([&j])
+                    .map(|&f| ck.fns[f].item.name.name.as_str())
+                    .collect();
+                let d = Diagnostic::error(
+                    format!("recursion is not supported: {}", chain.join(" -> ")),
+                    span,
+                );
+                ck.error(d);
+            }
+            Mark::Done => {}
+        }
+    }
+    stack.pop();
+    marks[i] = Mark::Done;
+}
+
+/// The module: each kernel of the root file preceded by the device functions it reaches that
+/// no earlier kernel reached, callees first.
+pub fn assemble(device: Vec<Checked>, kernels: Vec<Checked>) -> ir::Module {
+    let mut new_id: Vec<Option<u32>> = vec![None; device.len()];
+    let mut order: Vec<Slot> = Vec::new();
+    for (k, kernel) in kernels.iter().enumerate() {
+        for &(callee, _) in &kernel.calls {
+            place(&device, callee, &mut new_id, &mut order);
+        }
+        order.push(Slot::Kernel(k));
+    }
+    let mut device: Vec<Option<Checked>> = device.into_iter().map(Some).collect();
+    let mut kernels: Vec<Option<Checked>> = kernels.into_iter().map(Some).collect();
+    let functions = order
+        .into_iter()
+        .filter_map(|slot| {
+            let checked = match slot {
+                Slot::Device(d) => device[d].take(),
+                Slot::Kernel(k) => kernels[k].take(),
+            };
+            let mut f = checked?.function;
+            for_each_expr(&mut f.body, &mut |e| {
+                if let ExprKind::Call(id, _) = &mut e.kind {
+                    if let Some(Some(new)) = new_id.get(id.0 as usize) {
+                        *id = FuncId(*new);
+                    }
+                }
+            });
+            Some(f)
+        })
+        .collect();
+    ir::Module { functions }
+}
+
+/// A function of the module, by its index among the checked device functions or kernels.
+enum Slot {
+    Device(usize),
+    Kernel(usize),
+}
+
+/// Post-order placement of device function `i` (the call graph is acyclic here).
+fn place(device: &[Checked], i: usize, new_id: &mut [Option<u32>], order: &mut Vec<Slot>) {
+    if new_id[i].is_some() {
+        return;
+    }
+    // Claim the slot first so that a repeated callee is not placed twice.
+    new_id[i] = Some(u32::MAX);
+    for &(callee, _) in &device[i].calls {
+        place(device, callee, new_id, order);
+    }
+    new_id[i] = Some(order.len() as u32);
+    order.push(Slot::Device(i));
+}
+
+/// Visit every expression of a block, outer before inner.
+fn for_each_expr(block: &mut ir::Block, f: &mut dyn FnMut(&mut ir::Expr)) {
+    for stmt in block {
+        match &mut stmt.kind {
+            StmtKind::Let { init: e, .. }
+            | StmtKind::Assign { value: e, .. }
+            | StmtKind::Expr(e)
+            | StmtKind::Return(Some(e)) => expr(e, f),
+            StmtKind::Store { ptr, value } => {
+                expr(ptr, f);
+                expr(value, f);
+            }
+            StmtKind::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                expr(cond, f);
+                for_each_expr(then_body, f);
+                for_each_expr(else_body, f);
+            }
+            StmtKind::For {
+                start,
+                end,
+                step,
+                body,
+                ..
+            } => {
+                expr(start, f);
+                expr(end, f);
+                expr(step, f);
+                for_each_expr(body, f);
+            }
+            StmtKind::While { cond, body } => {
+                expr(cond, f);
+                for_each_expr(body, f);
+            }
+            StmtKind::Break
+            | StmtKind::Continue
+            | StmtKind::Return(None)
+            | StmtKind::Barrier
+            | StmtKind::Fence(_) => {}
+        }
+    }
+}
+
+fn expr(e: &mut ir::Expr, f: &mut dyn FnMut(&mut ir::Expr)) {
+    f(e);
+    match &mut e.kind {
+        ExprKind::Const(_) | ExprKind::Var(_) | ExprKind::SharedArray(_) | ExprKind::Special(_) => {
+        }
+        ExprKind::Unary(_, x) | ExprKind::Cast(x) | ExprKind::Load(x) | ExprKind::Extract(x, _) => {
+            expr(x, f)
+        }
+        ExprKind::Binary(_, a, b) | ExprKind::Logical(_, a, b) => {
+            expr(a, f);
+            expr(b, f);
+        }
+        ExprKind::Offset { base, index } => {
+            expr(base, f);
+            expr(index, f);
+        }
+        ExprKind::Select(c, a, b) => {
+            expr(c, f);
+            expr(a, f);
+            expr(b, f);
+        }
+        ExprKind::VectorBuild(args)
+        | ExprKind::Builtin(_, args)
+        | ExprKind::Call(_, args)
+        | ExprKind::Intrinsic { args, .. }
+        | ExprKind::InlineAsm { args, .. } => {
+            for a in args {
+                expr(a, f);
+            }
+        }
+    }
+}

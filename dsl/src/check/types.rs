@@ -1,0 +1,106 @@
+//! Written types to IR types, with the rules of where each kind of type may appear.
+
+use super::{suggest, Checker, Res};
+use crate::ast::TypeExpr;
+use crate::diag::Diagnostic;
+use crate::ir::{Scalar, Space, Type};
+
+/// Where a type is written; each place admits different types.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Usage {
+    Const,
+    CtParam,
+    KernelParam,
+    FnParam,
+    FnResult,
+    Local,
+    Cast,
+    SharedElem,
+    /// The result of `intrinsic<T>` or `asm<T>`: `void` allowed.
+    Foreign,
+}
+
+/// `f32x4` -> (F32, 4).
+pub fn vector_type(name: &str) -> Option<(Scalar, u8)> {
+    let (scalar, lanes) = name.rsplit_once('x')?;
+    let lanes = match lanes {
+        "2" => 2,
+        "3" => 3,
+        "4" => 4,
+        _ => return None,
+    };
+    Scalar::from_name(scalar)
+        .filter(|s| *s != Scalar::Bool)
+        .map(|s| (s, lanes))
+}
+
+fn type_names() -> Vec<String> {
+    let mut names: Vec<String> = Scalar::ALL.iter().map(|s| s.name().to_string()).collect();
+    for s in Scalar::ALL.iter().filter(|s| **s != Scalar::Bool) {
+        for n in 2..=4 {
+            names.push(format!("{}x{n}", s.name()));
+        }
+    }
+    names
+}
+
+pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
+    let ty = match t {
+        TypeExpr::Named(id) => {
+            if let Some(s) = Scalar::from_name(&id.name) {
+                Type::Scalar(s)
+            } else if let Some((s, n)) = vector_type(&id.name) {
+                Type::Vector(s, n)
+            } else if id.name == "void" && usage == Usage::Foreign {
+                Type::Void
+            } else {
+                let names = type_names();
+                let mut d = Diagnostic::error(format!("unknown type `{}`", id.name), id.span);
+                if let Some(best) = suggest::closest(&id.name, names.iter().map(String::as_str)) {
+                    d = d.with_note(format!("did you mean `{best}`?"), None);
+                }
+                return Err(ck.error(d));
+            }
+        }
+        TypeExpr::View {
+            space,
+            mutable,
+            elem,
+            ..
+        } => {
+            let elem = resolve(ck, elem, Usage::SharedElem)?;
+            Type::View {
+                space: *space,
+                elem: Box::new(elem),
+                mutable: *mutable,
+            }
+        }
+    };
+    let allowed = match (&ty, usage) {
+        (Type::Scalar(_), _) => true,
+        (Type::Void, u) => u == Usage::Foreign,
+        (Type::Vector(..), u) => !matches!(u, Usage::Const | Usage::CtParam | Usage::KernelParam),
+        (Type::View { space, .. }, u) => match u {
+            Usage::KernelParam => *space == Space::Global,
+            Usage::FnParam | Usage::FnResult | Usage::Local => true,
+            _ => false,
+        },
+    };
+    if allowed {
+        return Ok(ty);
+    }
+    let why = match (usage, &ty) {
+        (Usage::KernelParam, Type::View { .. }) => {
+            "kernel parameters cannot be shared views (declare the shared array in the kernel)"
+        }
+        (Usage::KernelParam, _) => "kernel parameters must be scalars or global views",
+        (Usage::Const | Usage::CtParam, _) => "constants must have a scalar type",
+        (Usage::Cast, _) => "casts convert scalars and vectors only",
+        (Usage::SharedElem, _) => "elements must be scalars or vectors",
+        _ => "this type is not allowed here",
+    };
+    Err(ck.error(Diagnostic::error(
+        format!("type `{ty}` cannot be used here: {why}"),
+        t.span(),
+    )))
+}

@@ -1,0 +1,431 @@
+//! The checker's typing, desugaring and specialization rules, observed through the IR.
+
+use std::collections::HashMap;
+
+use zinc_dsl::ir::{ConstValue, ExprKind, FunctionKind, Module, Scalar, StmtKind, Type};
+use zinc_dsl::{compile_source, print_ir};
+
+fn compile_with(
+    text: &str,
+    defines: &[(&str, &str)],
+    files: &[(&str, &str)],
+) -> Result<Module, String> {
+    let files: HashMap<String, String> = files
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.to_string()))
+        .collect();
+    let defines: Vec<(String, String)> = defines
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+    compile_source("main.tile", text, &defines, &|p| files.get(p).cloned())
+        .map(|c| c.module)
+        .map_err(|f| f.render())
+}
+
+fn ir(text: &str) -> String {
+    match compile_with(text, &[], &[]) {
+        Ok(m) => print_ir(&m),
+        Err(e) => panic!("unexpected errors:\n{e}"),
+    }
+}
+
+fn error(text: &str) -> String {
+    compile_with(text, &[], &[]).expect_err("expected an error")
+}
+
+#[test]
+fn literals_take_their_type_from_context() {
+    let out = ir(
+        "kernel f(x: u8, y: f64, o: global mut [f64]) grid(1) block(1) {
+        let a = x + 1;
+        let b = 2 * x;
+        let c = 3;
+        let d = 1.5;
+        let e: i64 = -9;
+        let g = y * 2;
+        o[0] = g;
+    }",
+    );
+    assert!(out.contains("let a#3: u8 = (x#0 + 1u8);"), "{out}");
+    assert!(out.contains("let b#4: u8 = (2u8 * x#0);"), "{out}");
+    assert!(out.contains("let c#5: i32 = 3i32;"), "{out}");
+    assert!(out.contains("let d#6: f32 = 1.5f32;"), "{out}");
+    assert!(out.contains("let e#7: i64 = -9i64;"), "{out}");
+    assert!(out.contains("let g#8: f64 = (y#1 * 2.0f64);"), "{out}");
+}
+
+#[test]
+fn literal_ranges() {
+    ir("fn f() -> i8 { return -128; }");
+    ir("fn f() -> u64 { return 18446744073709551615; }");
+    assert!(error("fn f() -> u64 { return -1; }").contains("out of range for `u64`"));
+    assert!(error("fn f() -> f16 { return 70000.0; }").contains("out of range for `f16`"));
+    assert!(error("fn f() -> i32 { return 2147483648; }").contains("out of range"));
+}
+
+#[test]
+fn no_implicit_conversions() {
+    assert!(error("fn f(a: u32, b: i32) -> u32 { return a + b; }").contains("mismatched types"));
+    assert!(error("fn f(a: f32) -> f64 { return a; }").contains("must be `f64`, found `f32`"));
+    assert!(error("fn f(a: u32) -> bool { return a; }").contains("must be `bool`"));
+    ir("fn f(a: u32, b: i32) -> u32 { return a + b as u32; }");
+}
+
+#[test]
+fn casts_and_operators() {
+    let out = ir(
+        "kernel f(a: u32, p: bool, v: global mut [f32x4], o: global mut [f16x4]) grid(1) block(1) {
+        let n = !a;
+        let q = !p && a < 4;
+        let s = (a << 2) >> a;
+        let w = -(a as i32);
+        let h = v[0] + v[1] * f32x4(1.0, 2.0, 3.0, 4.0);
+        let x = h.y % 2.0;
+        o[0] = h as f16x4;
+    }",
+    );
+    assert!(out.contains("let n#4: u32 = (!a#0);"), "{out}");
+    assert!(
+        out.contains("let q#5: bool = ((!p#1) && (a#0 < 4u32));"),
+        "{out}"
+    );
+    assert!(
+        out.contains("let s#6: u32 = ((a#0 << 2u32) >> a#0);"),
+        "{out}"
+    );
+    assert!(out.contains("let w#7: i32 = (-(a#0 as i32));"), "{out}");
+    assert!(
+        out.contains("f32x4(1.0f32, 2.0f32, 3.0f32, 4.0f32)"),
+        "{out}"
+    );
+    assert!(out.contains("let x#9: f32 = (h#8.y % 2.0f32);"), "{out}");
+    assert!(
+        out.contains("store offset(o#3, 0u32) <- (h#8 as f16x4);"),
+        "{out}"
+    );
+    assert!(error("fn f(a: u32) -> u32 { return -a; }")
+        .contains("unary `-` cannot be applied to `u32`"));
+    assert!(
+        error("fn f(a: f32) -> f32 { return a << 1; }").contains("`<<` cannot be applied to `f32`")
+    );
+}
+
+#[test]
+fn precedence_follows_rust() {
+    let out = ir(
+        "kernel f(a: u32, b: u32, o: global mut [bool]) grid(1) block(1) {
+        o[0] = a + b * 2 as u32 << 1 == 4 || a & b != 0 && a > b;
+    }",
+    );
+    assert!(
+        out.contains(
+            "<- ((((a#0 + (b#1 * (2i32 as u32))) << 1u32) == 4u32) || (((a#0 & b#1) != 0u32) && (a#0 > b#1)));"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn compound_assignment_desugars() {
+    let out = ir("kernel k(v: global mut [f32], n: u32) grid(1) block(32) {
+        var i = 0u32;
+        i += 2;
+        i <<= 1;
+        v[i] += 1.0;
+    }");
+    assert!(out.contains("i#2 = (i#2 + 2u32);"), "{out}");
+    assert!(out.contains("i#2 = (i#2 << 1u32);"), "{out}");
+    assert!(
+        out.contains("store offset(v#0, i#2) <- (load(offset(v#0, i#2)) + 1.0f32);"),
+        "{out}"
+    );
+}
+
+#[test]
+fn shared_arrays_flatten_row_major() {
+    let out = ir(
+        "kernel k<T = 8>(o: global mut [f32], w: u64) grid(1) block(T, T) {
+        shared a: [T][T + 1][2] f32;
+        shared b: [T / 4] f32;
+        a[thread.y][thread.x][1] = 1.0;
+        o[0] = a[w][0][1] + b[thread.x];
+        let view = a;
+        o[1] = view[3];
+    }",
+    );
+    assert!(
+        out.contains("shared #0 @a: [8][9][2] f32;  // 576 bytes"),
+        "{out}"
+    );
+    assert!(out.contains("shared #1 @b: [2] f32;"), "{out}");
+    assert!(
+        out.contains(
+            "store offset(@a, ((((thread.y * 9u32) + thread.x) * 2u32) + 1u32)) <- 1.0f32;"
+        ),
+        "{out}"
+    );
+    // A 64-bit index makes the whole offset 64-bit; a single index is used as it is.
+    assert!(
+        out.contains("load(offset(@a, ((((w#1 * 9u64) + (0u32 as u64)) * 2u64) + (1u32 as u64))))"),
+        "{out}"
+    );
+    assert!(out.contains("load(offset(@b, thread.x))"), "{out}");
+    assert!(out.contains("let view#2: shared mut [f32] = @a;"), "{out}");
+}
+
+#[test]
+fn specialization_and_launch() {
+    let src = "const WARP: u32 = 32;
+    kernel k<BLOCK: u32 = 256, ROWS = BLOCK / WARP, SCALE: f32 = 0.5, ON: bool = true>(
+        x: global mut [f32], n: u32)
+        grid(cdiv(n, BLOCK), ROWS) block(BLOCK)
+    {
+        if ON { x[thread.x] = SCALE * (ROWS as f32); }
+    }";
+    let m = compile_with(src, &[("BLOCK", "0x80"), ("SCALE", "2")], &[]).unwrap();
+    let FunctionKind::Kernel(launch) = &m.functions[0].kind else {
+        panic!("not a kernel")
+    };
+    assert_eq!(launch.block, [128, 1, 1]);
+    assert_eq!(
+        launch.specialization,
+        vec![
+            ("BLOCK".to_string(), ConstValue::Int(128)),
+            ("ROWS".to_string(), ConstValue::Int(4)),
+            ("SCALE".to_string(), ConstValue::Float(2.0)),
+            ("ON".to_string(), ConstValue::Bool(true)),
+        ]
+    );
+    assert!(launch
+        .grid
+        .iter()
+        .all(|g| g.ty == Type::Scalar(Scalar::U32)));
+    assert_eq!(launch.grid[2].kind, ExprKind::Const(ConstValue::Int(1)));
+    let out = print_ir(&m);
+    assert!(
+        out.contains("grid((((n#1 + 128u32) - 1u32) / 128u32), 4u32, 1u32) block(128, 1, 1)"),
+        "{out}"
+    );
+    let err = compile_with(src, &[("ON", "yes")], &[]).unwrap_err();
+    assert!(
+        err.contains("invalid value `yes` for compile-time parameter `ON: bool`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn module_holds_reachable_functions_callees_first() {
+    let lib = "fn unused(x: f32) -> f32 { return x; }
+        fn leaf(x: f32) -> f32 { return x * 2.0; }
+        fn mid(x: f32) -> f32 { return leaf(x) + leaf(x); }
+        kernel not_exported(x: global mut [f32]) grid(1) block(1) { x[0] = 1.0; }";
+    let src = "import \"lib/m.tile\";
+        import \"./lib/../lib/m.tile\";
+        kernel a(x: global mut [f32]) grid(1) block(32) { x[0] = mid(1.0); }
+        kernel b(x: global mut [f32]) grid(1) block(32) { x[0] = leaf(mid(2.0)); }";
+    let m = compile_with(src, &[], &[("lib/m.tile", lib)]).unwrap();
+    let names: Vec<&str> = m.functions.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["leaf", "mid", "a", "b"]);
+    assert_eq!(m.functions[0].file, "lib/m.tile");
+    let StmtKind::Store { value, .. } = &m.functions[3].body[0].kind else {
+        panic!("expected a store")
+    };
+    let ExprKind::Call(outer, args) = &value.kind else {
+        panic!("expected a call")
+    };
+    assert_eq!(outer.0, 0);
+    assert!(matches!(args[0].kind, ExprKind::Call(inner, _) if inner.0 == 1));
+}
+
+#[test]
+fn builtins_lower_to_their_ir() {
+    let out = ir(
+        "kernel k(c: global mut [u32], f: global mut [f32], n: u32) grid(1) block(32) {
+        let old = atomic_add(c[0], 1);
+        let fo = atomic_add(f[1], 0.5);
+        let swapped = atomic_cas(c[2], 0, old);
+        let m = ballot(lane < 4);
+        let all = vote_all(n > 0);
+        let s = shfl_down(fo, 1);
+        let q = cdiv(n, 4);
+        let t = intrinsic<u32>(\"llvm.nvvm.read.ptx.sreg.clock\");
+        intrinsic<void>(\"llvm.nvvm.barrier0\");
+        let r = asm<u32>(\"mov.u32 $0, $1;\", \"=r,r\", n);
+        fence_block();
+        fence();
+        barrier();
+        c[3] = select(all, m + q, t + r + swapped) + max(thread.x, block_dim.x) + (abs(-3) as u32);
+    }",
+    );
+    assert!(
+        out.contains("let old#3: u32 = atomic_add(offset(c#0, 0u32), 1u32);"),
+        "{out}"
+    );
+    assert!(
+        out.contains("let fo#4: f32 = atomic_add(offset(f#1, 1u32), 0.5f32);"),
+        "{out}"
+    );
+    assert!(
+        out.contains("atomic_cas(offset(c#0, 2u32), 0u32, old#3)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("let m#6: u32 = ballot((lane < 4u32));"),
+        "{out}"
+    );
+    assert!(
+        out.contains("let s#8: f32 = shfl_down(fo#4, 1u32);"),
+        "{out}"
+    );
+    assert!(
+        out.contains("let q#9: u32 = (((n#2 + 4u32) - 1u32) / 4u32);"),
+        "{out}"
+    );
+    assert!(
+        out.contains("intrinsic<void>(\"llvm.nvvm.barrier0\");"),
+        "{out}"
+    );
+    assert!(
+        out.contains("asm<u32>(\"mov.u32 $0, $1;\", \"=r,r\", n#2)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("fence.block;\n    fence.device;\n    barrier;"),
+        "{out}"
+    );
+}
+
+#[test]
+fn math_works_lane_wise_on_vectors() {
+    let out = ir(
+        "kernel k(v: global mut [f32x4], h: global mut [f16x2]) grid(1) block(1) {
+        v[0] = max(sqrt(v[1]), fma(v[2], v[3], v[0]));
+        h[0] = abs(h[1]);
+    }",
+    );
+    assert!(
+        out.contains("max(sqrt(load(offset(v#0, 1u32))), fma(load(offset(v#0, 2u32))"),
+        "{out}"
+    );
+    assert!(out.contains("<- abs(load(offset(h#1, 1u32)));"), "{out}");
+}
+
+#[test]
+fn builtin_misuse() {
+    assert!(error("fn f(a: f32) -> f32 { return u32(a); }").contains("is a type, not a function"));
+    assert!(error("fn f(a: u32) -> u32 { return exp(a); }")
+        .contains("`exp` needs a float, found `u32`"));
+    assert!(error("fn f(a: f32) -> f32 { return cdiv(a, 2.0); }")
+        .contains("`cdiv` needs integer scalars"));
+    assert!(
+        error("fn f(a: global mut [u32]) -> u32 { return atomic_add(a, 1); }")
+            .contains("must be an element of a view")
+    );
+    assert!(error("kernel k() grid(1) block(1) { fence(1); }")
+        .contains("`fence` takes 0 arguments but 1 was given"));
+    assert!(error("fn f(v: f32) { v + 1.0; }").contains("only calls can stand alone"));
+}
+
+#[test]
+fn atomics_on_shared_arrays() {
+    let out = ir("kernel k(o: global mut [u32]) grid(1) block(32) {
+        shared hist: [4][8] u32;
+        atomic_or(hist[1][lane], 1);
+        o[0] = hist[0][0];
+    }");
+    assert!(
+        out.contains("atomic_or(offset(@hist, ((1u32 * 8u32) + lane)), 1u32);"),
+        "{out}"
+    );
+}
+
+#[test]
+fn loops() {
+    let out = ir("kernel f(n: i64, o: global mut [i64]) grid(1) block(1) {
+        var s = 0i64;
+        for i in 0..n step 2 { if i == 6 { continue; } s += i; }
+        while s > 100 { s -= 1; if s == 50 { break; } }
+        o[0] = s;
+    }");
+    assert!(out.contains("for i#3 in 0i64..n#0 step 2i64 {"), "{out}");
+    assert!(
+        out.contains("if (i#3 == 6i64) {\n            continue;"),
+        "{out}"
+    );
+    assert!(
+        error("fn f(n: u32) { for i in 0..n step 0 { } }").contains("loop step must be positive")
+    );
+    assert!(error("fn f(n: f32) { for i in 0.0..n { } }").contains("loop bounds must be integers"));
+    assert!(error("fn f(n: u32) { for i in 0..n { i = 2; } }")
+        .contains("cannot assign to loop variable `i`"));
+}
+
+#[test]
+fn const_items_evaluate_at_compile_time() {
+    let out = ir("const A: u32 = cdiv(100, 7) * 2;
+        const B: i32 = max(-3, min(A as i32, 9)) << 1;
+        const C: f32 = 1.0 / 4.0;
+        const D: bool = B > 10 && C < 1.0;
+        kernel k(o: global mut [f32]) grid(1) block(A) {
+            shared s: [A - 20][2] f32;
+            if D { o[0] = C + s[1][1]; }
+        }");
+    assert!(out.contains("block(30, 1, 1)"), "{out}");
+    assert!(out.contains("@s: [10][2] f32"), "{out}");
+    assert!(out.contains("if true {"), "{out}");
+    assert!(out.contains("(0.25f32 + load("), "{out}");
+}
+
+#[test]
+fn view_mutability_and_device_fn_views() {
+    let out = ir("fn total(v: global [f32], n: u32) -> f32 {
+            var s = 0.0;
+            for i in 0..n { s += (v + 1)[i]; }
+            return s;
+        }
+        fn fill(buf: shared mut [f32]) { buf[lane] = 0.0; }
+        kernel k(v: global mut [f32]) grid(1) block(32) {
+            shared tmp: [32] f32;
+            fill(tmp);
+            v[0] = total(v, 4) + tmp[0];
+        }");
+    assert!(
+        out.contains("load(offset(offset(v#0, 1u32), i#3))"),
+        "{out}"
+    );
+    assert!(out.contains("call #0 fill(@tmp);"), "{out}");
+    assert!(error(
+        "fn w(v: global mut [f32]) { v[0] = 1.0; }
+        kernel k(v: global [f32]) grid(1) block(1) { w(v); }"
+    )
+    .contains("must be `global mut [f32]`, found `global [f32]`"));
+}
+
+#[test]
+fn kernels_and_launch_errors() {
+    assert!(error("kernel k(n: u32) grid() block(1) { }")
+        .contains("`grid(...)` takes 1 to 3 dimensions"));
+    assert!(error("kernel k(n: u32) grid(1) block(n) { }")
+        .contains("a block dimension must be a compile-time constant"));
+    assert!(error("kernel k(v: f32x4) grid(1) block(1) { }")
+        .contains("kernel parameters must be scalars or global views"));
+    assert!(
+        error("kernel k<A = 1, A = 2>() grid(1) block(1) { }").contains("`A` is declared twice")
+    );
+    assert!(error("kernel k(a: u32, a: u32) grid(1) block(1) { }")
+        .contains("parameter `a` is declared twice"));
+}
+
+#[test]
+fn render_format() {
+    let err = error("fn f() -> u32 {\n    return x;\n}\n");
+    assert_eq!(
+        err,
+        "error: unknown name `x`\n --> main.tile:2:12\n  |\n2 |     return x;\n  |            ^\n"
+    );
+    let err = error("fn f(a: u32) -> u32 {\n    let b: u32 = 1;\n    b = a;\n    return b;\n}\n");
+    assert!(err.ends_with(
+        "note: `b` declared here; use `var` to make it mutable\n --> main.tile:2:9\n  |\n2 |     let b: u32 = 1;\n  |         ^\n"
+    ), "{err}");
+}

@@ -1,0 +1,379 @@
+//! Built-in operations (math, shuffles, votes, atomics) and the table of LLVM NVVM intrinsics the
+//! interpreter knows.
+//!
+//! Math functions are computed in f64 and rounded once to the operand type. The GPU uses
+//! approximate instructions for several of them (`ex2.approx`, `lg2.approx`, `sin.approx`,
+//! `rsqrt.approx`, ...), so results differ in the last bits: compare with a tolerance.
+
+use zinc_dsl::ir::{
+    AtomicOp, Axis, BinOp, Builtin, Expr, MathFn, Scalar, ShuffleMode, Special, VoteMode,
+};
+
+use crate::error::ErrorKind;
+use crate::exec::{Lanes, Machine, Mask, Result, UNSET};
+use crate::value::{ArithError, Value};
+
+type Arith = std::result::Result<Value, ArithError>;
+
+impl<'m> Machine<'m, '_> {
+    pub(crate) fn builtin(
+        &mut self,
+        b: Builtin,
+        args: &'m [Expr],
+        e: &'m Expr,
+        mask: &Mask,
+    ) -> Result<Lanes> {
+        let vals = self.eval_args(args, mask)?;
+        let arg = |i: usize| -> Result<&Lanes> {
+            vals.get(i)
+                .ok_or_else(|| self.malformed(e.span, format!("{b:?} with too few arguments")))
+        };
+        match b {
+            Builtin::Math(f) => {
+                let x = arg(0)?;
+                self.map_lanes(mask, |t| self.arith(math(f, x[t]), t, e.span))
+            }
+            Builtin::Max | Builtin::Min => {
+                let (x, y) = (arg(0)?, arg(1)?);
+                let max = b == Builtin::Max;
+                self.map_lanes(mask, |t| self.arith(min_max(max, x[t], y[t]), t, e.span))
+            }
+            Builtin::Fma => {
+                let (x, y, z) = (arg(0)?, arg(1)?, arg(2)?);
+                self.map_lanes(mask, |t| self.arith(fma(x[t], y[t], z[t]), t, e.span))
+            }
+            Builtin::Shuffle(mode) => self.shuffle(mode, arg(0)?, arg(1)?, mask, e),
+            Builtin::Vote(mode) => self.vote(mode, arg(0)?, mask, e),
+            Builtin::Atomic(op) => self.atomic(Some(op), &vals, mask, e),
+            Builtin::AtomicCas => self.atomic(None, &vals, mask, e),
+        }
+    }
+
+    fn eval_args(&mut self, args: &'m [Expr], mask: &Mask) -> Result<Vec<Lanes>> {
+        args.iter().map(|a| self.eval(a, mask)).collect()
+    }
+
+    /// `shfl.sync` with a full member mask, clamp 31: a lane whose source is out of range keeps
+    /// its own value (PTX); reading a lane that has exited is undefined on the GPU and an error
+    /// here.
+    fn shuffle(
+        &self,
+        mode: ShuffleMode,
+        value: &Lanes,
+        operand: &Lanes,
+        mask: &Mask,
+        e: &Expr,
+    ) -> Result<Lanes> {
+        self.check_converged(mask, "shuffle", e.span)?;
+        self.map_lanes(mask, |t| {
+            let lane = (t % 32) as i64;
+            let b = operand[t]
+                .as_int()
+                .ok_or_else(|| self.malformed(e.span, "a non-integer shuffle operand"))?
+                as i64;
+            let source = match mode {
+                ShuffleMode::Up => lane - b,
+                ShuffleMode::Down => lane + b,
+                ShuffleMode::Xor => lane ^ b,
+                ShuffleMode::Idx => b & 31,
+            };
+            if !(0..32).contains(&source) {
+                return Ok(value[t]);
+            }
+            let src = t - lane as usize + source as usize;
+            if src >= self.threads || self.exited.get(src) {
+                return Err(self.error_at(
+                    e.span,
+                    ErrorKind::ShuffleFromExited {
+                        thread: self.thread_id(t),
+                        lane: source as u32,
+                    },
+                ));
+            }
+            Ok(value[src])
+        })
+    }
+
+    /// `vote.sync` with a full member mask; exited lanes do not vote (their ballot bit is 0).
+    fn vote(&self, mode: VoteMode, pred: &Lanes, mask: &Mask, e: &Expr) -> Result<Lanes> {
+        self.check_converged(mask, "vote", e.span)?;
+        let mut ballots = vec![0u32; self.threads.div_ceil(32)];
+        for t in mask.lanes() {
+            if pred[t] == Value::Bool(true) {
+                ballots[t / 32] |= 1 << (t % 32);
+            }
+        }
+        self.map_lanes(mask, |t| {
+            let warp = t / 32;
+            let voters = (warp * 32..(warp * 32 + 32).min(self.threads))
+                .filter(|&u| mask.get(u))
+                .fold(0u32, |m, u| m | 1 << (u % 32));
+            let ballot = ballots[warp];
+            Ok(match mode {
+                VoteMode::All => Value::Bool(ballot == voters),
+                VoteMode::Any => Value::Bool(ballot != 0),
+                VoteMode::Ballot => Value::U32(ballot),
+            })
+        })
+    }
+
+    /// Atomics (`op` None: compare-and-swap), one thread after another in thread order.
+    fn atomic(
+        &mut self,
+        op: Option<AtomicOp>,
+        vals: &[Lanes],
+        mask: &Mask,
+        e: &Expr,
+    ) -> Result<Lanes> {
+        let arity = if op.is_some() { 2 } else { 3 };
+        if vals.len() != arity {
+            return Err(self.malformed(e.span, "an atomic with the wrong number of arguments"));
+        }
+        let mut out = vec![UNSET; self.threads];
+        for t in mask.lanes() {
+            let ptr = self.pointer(vals[0][t], e.span)?;
+            let (v, new) = (vals[1][t], vals[arity - 1][t]);
+            let apply = |old: Value| match op {
+                Some(AtomicOp::Add) => Value::binary(BinOp::Add, old, v),
+                Some(AtomicOp::Max) => min_max(true, old, v),
+                Some(AtomicOp::Min) => min_max(false, old, v),
+                Some(AtomicOp::And) => Value::binary(BinOp::And, old, v),
+                Some(AtomicOp::Or) => Value::binary(BinOp::Or, old, v),
+                Some(AtomicOp::Xor) => Value::binary(BinOp::Xor, old, v),
+                Some(AtomicOp::Exch) => Ok(v),
+                // Compares bits, as `atom.cas.b32` does.
+                None => Ok(if old.to_bits() == v.to_bits() {
+                    new
+                } else {
+                    old
+                }),
+            };
+            let who = self.touch(t, e.span);
+            let old = self
+                .mem
+                .update(ptr, &e.ty, who, apply)
+                .map_err(|f| self.fault(f, t, e.span))?;
+            out[t] = self.arith(old, t, e.span)?;
+        }
+        Ok(out)
+    }
+
+    /// The intrinsics the interpreter implements; any other is an `Unsupported` error.
+    pub(crate) fn intrinsic(
+        &mut self,
+        name: &str,
+        args: &'m [Expr],
+        e: &'m Expr,
+        mask: &Mask,
+    ) -> Result<Lanes> {
+        if let Some(reg) = name.strip_prefix("llvm.nvvm.read.ptx.sreg.") {
+            if reg == "warpsize" {
+                return self.map_lanes(mask, |_| Ok(Value::U32(32)));
+            }
+            if let Some(s) = special_register(reg) {
+                return self.map_lanes(mask, |t| Ok(Value::U32(self.special(s, t))));
+            }
+        }
+        match name {
+            "llvm.nvvm.barrier0" => {
+                self.barrier(mask, e.span)?;
+                return Ok(vec![UNSET; self.threads]);
+            }
+            "llvm.nvvm.membar.cta" | "llvm.nvvm.membar.gl" | "llvm.nvvm.membar.sys" => {
+                return Ok(vec![UNSET; self.threads]);
+            }
+            _ => {}
+        }
+        let Some(op) = intrinsic_op(name) else {
+            return Err(self.error_at(
+                e.span,
+                ErrorKind::Unsupported {
+                    what: format!("intrinsic `{name}`"),
+                },
+            ));
+        };
+        let vals = self.eval_args(args, mask)?;
+        if vals.len() != op.arity() {
+            return Err(self.malformed(e.span, format!("`{name}` with {} arguments", vals.len())));
+        }
+        let ftz = name.contains(".ftz.");
+        let result = self.scalar_of(e)?;
+        self.map_lanes(mask, |t| {
+            let xs: Vec<Value> = vals.iter().map(|v| flush(ftz, v[t])).collect();
+            let r = op.apply(&xs, result).map(|v| flush(ftz, v));
+            self.arith(r, t, e.span)
+        })
+    }
+}
+
+fn special_register(reg: &str) -> Option<Special> {
+    if reg == "laneid" {
+        return Some(Special::Lane);
+    }
+    let (kind, axis) = reg.split_once('.')?;
+    let axis = match axis {
+        "x" => Axis::X,
+        "y" => Axis::Y,
+        "z" => Axis::Z,
+        _ => return None,
+    };
+    Some(match kind {
+        "tid" => Special::ThreadIdx(axis),
+        "ntid" => Special::BlockDim(axis),
+        "ctaid" => Special::BlockIdx(axis),
+        "nctaid" => Special::GridDim(axis),
+        _ => return None,
+    })
+}
+
+/// What a known intrinsic computes.
+enum IntrinsicOp {
+    /// A float function of one argument, computed in f64 and rounded to the result type.
+    Float(fn(f64) -> f64),
+    Fma,
+    MinMax {
+        max: bool,
+    },
+    Popc,
+    Clz,
+    Brev,
+    MulHi,
+}
+
+impl IntrinsicOp {
+    fn arity(&self) -> usize {
+        match self {
+            IntrinsicOp::Fma => 3,
+            IntrinsicOp::MinMax { .. } | IntrinsicOp::MulHi => 2,
+            _ => 1,
+        }
+    }
+
+    fn apply(&self, xs: &[Value], result: Scalar) -> Arith {
+        let int = |v: Value| v.as_int().ok_or(ArithError::Mismatch);
+        let width = |v: Value| v.scalar().map_or(0, |s| s.size() * 8);
+        match self {
+            IntrinsicOp::Float(f) => {
+                let x = xs[0].as_f64().ok_or(ArithError::Mismatch)?;
+                Ok(Value::from_f64(result, f(x)))
+            }
+            IntrinsicOp::Fma => fma(xs[0], xs[1], xs[2]),
+            IntrinsicOp::MinMax { max } => min_max(*max, xs[0], xs[1]),
+            IntrinsicOp::Popc => Ok(Value::from_int(
+                result,
+                xs[0].to_bits().count_ones() as i128,
+            )),
+            IntrinsicOp::Clz => {
+                let w = width(xs[0]);
+                let lz = xs[0].to_bits().leading_zeros() - (64 - w);
+                Ok(Value::from_int(result, lz as i128))
+            }
+            IntrinsicOp::Brev => {
+                let w = width(xs[0]);
+                Ok(Value::from_int(
+                    result,
+                    (xs[0].to_bits().reverse_bits() >> (64 - w)) as i128,
+                ))
+            }
+            IntrinsicOp::MulHi => {
+                let product = int(xs[0])?.wrapping_mul(int(xs[1])?);
+                Ok(Value::from_int(result, product >> width(xs[0])))
+            }
+        }
+    }
+}
+
+fn intrinsic_op(name: &str) -> Option<IntrinsicOp> {
+    use IntrinsicOp::*;
+    let base = name.strip_prefix("llvm.nvvm.")?.replace(".ftz", "");
+    Some(match base.as_str() {
+        "ex2.approx.f" | "ex2.approx.d" => Float(f64::exp2),
+        "lg2.approx.f" | "lg2.approx.d" => Float(f64::log2),
+        "sin.approx.f" => Float(f64::sin),
+        "cos.approx.f" => Float(f64::cos),
+        "sqrt.f" | "sqrt.rn.f" | "sqrt.approx.f" | "sqrt.rn.d" => Float(f64::sqrt),
+        "rsqrt.approx.f" | "rsqrt.approx.d" => Float(|x| 1.0 / x.sqrt()),
+        "rcp.rn.f" | "rcp.approx.f" | "rcp.rn.d" | "rcp.approx.d" => Float(f64::recip),
+        "fma.rn.f" | "fma.rn.d" => Fma,
+        "fmax.f" | "fmax.d" => MinMax { max: true },
+        "fmin.f" | "fmin.d" => MinMax { max: false },
+        "popc.i" | "popc.ll" => Popc,
+        "clz.i" | "clz.ll" => Clz,
+        "brev32" | "brev64" => Brev,
+        "mulhi.i" | "mulhi.ui" | "mulhi.ll" | "mulhi.ull" => MulHi,
+        _ => return None,
+    })
+}
+
+/// Flush an f32 subnormal to a zero of the same sign (the `.ftz` variants).
+fn flush(ftz: bool, v: Value) -> Value {
+    match v {
+        Value::F32(x) if ftz && x.is_subnormal() => Value::F32(0.0f32.copysign(x)),
+        v => v,
+    }
+}
+
+fn math(f: MathFn, v: Value) -> Arith {
+    let s = v.scalar().ok_or(ArithError::Mismatch)?;
+    if s.is_int() {
+        return match (f, s.is_signed()) {
+            // Wraps: abs(MIN) is MIN, as PTX `abs.s32` gives.
+            (MathFn::Abs, true) => Ok(Value::from_int(s, v.as_int().unwrap_or(0).abs())),
+            _ => Err(ArithError::Mismatch),
+        };
+    }
+    let x = v.as_f64().ok_or(ArithError::Mismatch)?;
+    let r = match f {
+        MathFn::Exp => x.exp(),
+        MathFn::Log => x.ln(),
+        MathFn::Exp2 => x.exp2(),
+        MathFn::Log2 => x.log2(),
+        MathFn::Sqrt => x.sqrt(),
+        MathFn::Rsqrt => 1.0 / x.sqrt(),
+        MathFn::Tanh => x.tanh(),
+        MathFn::Sin => x.sin(),
+        MathFn::Cos => x.cos(),
+        MathFn::Abs => x.abs(),
+        MathFn::Floor => x.floor(),
+        MathFn::Ceil => x.ceil(),
+    };
+    Ok(Value::from_f64(s, r))
+}
+
+/// `max`/`min`; for floats a NaN operand loses to a number (PTX `max.f32`, IEEE maxNum).
+fn min_max(max: bool, a: Value, b: Value) -> Arith {
+    let s = a
+        .scalar()
+        .filter(|&s| b.scalar() == Some(s))
+        .ok_or(ArithError::Mismatch)?;
+    if let (Some(x), Some(y)) = (a.as_f64(), b.as_f64()) {
+        return Ok(Value::from_f64(s, if max { x.max(y) } else { x.min(y) }));
+    }
+    let (x, y) = (
+        a.as_int().ok_or(ArithError::Mismatch)?,
+        b.as_int().ok_or(ArithError::Mismatch)?,
+    );
+    Ok(Value::from_int(s, if max { x.max(y) } else { x.min(y) }))
+}
+
+/// `a * b + c` rounded once: f32 and f64 exactly; f16/bf16 through an f64 fma (the product is
+/// exact there) and one final rounding.
+fn fma(a: Value, b: Value, c: Value) -> Arith {
+    match (a, b, c) {
+        (Value::F32(x), Value::F32(y), Value::F32(z)) => Ok(Value::F32(x.mul_add(y, z))),
+        _ => {
+            let s = a
+                .scalar()
+                .filter(|s| s.is_float())
+                .ok_or(ArithError::Mismatch)?;
+            if b.scalar() != Some(s) || c.scalar() != Some(s) {
+                return Err(ArithError::Mismatch);
+            }
+            let (x, y, z) = (a.as_f64(), b.as_f64(), c.as_f64());
+            let (Some(x), Some(y), Some(z)) = (x, y, z) else {
+                return Err(ArithError::Mismatch);
+            };
+            Ok(Value::from_f64(s, x.mul_add(y, z)))
+        }
+    }
+}

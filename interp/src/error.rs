@@ -1,0 +1,195 @@
+//! Errors of a launch: bad arguments, and faults of the running kernel located at a source line.
+
+use std::fmt;
+
+use zinc_dsl::diag::{Diagnostic, SourceMap, Span};
+
+use crate::memory::{Access, Site};
+
+/// A place in the kernel source: `file:line:col` when a [`SourceMap`] was given, else the file
+/// and the byte offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub file: String,
+    /// 1-based line and column, when the source text was available.
+    pub line_col: Option<(usize, usize)>,
+    /// The span, for rendering the source line with the dsl's diagnostics.
+    pub span: Span,
+}
+
+impl Location {
+    pub(crate) fn new(site: Site<'_>, sources: Option<&SourceMap>) -> Location {
+        let known = sources.and_then(|s| s.files.get(site.span.file as usize).map(|f| (s, f)));
+        match known {
+            Some((map, file)) => Location {
+                file: file.name.clone(),
+                line_col: Some(map.line_col(site.span.file, site.span.start)),
+                span: site.span,
+            },
+            None => Location {
+                file: site.file.to_string(),
+                line_col: None,
+                span: site.span,
+            },
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line_col {
+            Some((line, col)) => write!(f, "{}:{line}:{col}", self.file),
+            None => write!(f, "{}:byte {}", self.file, self.span.start),
+        }
+    }
+}
+
+/// A thread of the launch: its block and its index in the block.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ThreadId {
+    pub block: [u32; 3],
+    pub thread: [u32; 3],
+}
+
+impl fmt::Display for ThreadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [bx, by, bz] = self.block;
+        let [tx, ty, tz] = self.thread;
+        write!(f, "thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz})")
+    }
+}
+
+/// The earlier side of a shared-memory race.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RaceAccess {
+    pub thread: ThreadId,
+    pub access: Access,
+    pub at: Location,
+}
+
+impl fmt::Display for RaceAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} by {} at {}", self.access, self.thread, self.at)
+    }
+}
+
+/// Why a launch failed: what happened and, for faults of the running kernel, where.
+#[derive(Debug)]
+pub struct InterpError(Box<Repr>);
+
+/// Boxed: errors are rare, and results stay small on the interpreter's hot paths.
+#[derive(Debug)]
+struct Repr {
+    kind: ErrorKind,
+    at: Option<Location>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ErrorKind {
+    #[error("no kernel named `{0}` in the module")]
+    NoKernel(String),
+    #[error("kernel `{kernel}` takes {expected} arguments, got {got}")]
+    ArgCount {
+        kernel: String,
+        expected: usize,
+        got: usize,
+    },
+    #[error("argument {index} (`{param}`) of kernel `{kernel}`: expected {expected}, got {got}")]
+    ArgType {
+        kernel: String,
+        index: usize,
+        param: String,
+        expected: String,
+        got: String,
+    },
+    #[error("invalid launch of kernel `{kernel}`: {reason}")]
+    Launch { kernel: String, reason: String },
+    #[error("out-of-bounds {access} of {space} buffer `{buffer}` at element {index} (length {len}) by {thread}")]
+    OutOfBounds {
+        thread: ThreadId,
+        access: Access,
+        space: &'static str,
+        buffer: String,
+        index: i64,
+        len: u64,
+    },
+    #[error("barrier reached by {arrived} of the {expected} live threads of block ({}, {}, {}) (a barrier in divergent code); thread ({}, {}, {}) is elsewhere", block[0], block[1], block[2], missing[0], missing[1], missing[2])]
+    DivergentBarrier {
+        block: [u32; 3],
+        arrived: usize,
+        expected: usize,
+        missing: [u32; 3],
+    },
+    #[error("full-warp {op} reached by only part of warp {warp} of block ({}, {}, {}); lane {missing_lane} is live but elsewhere", block[0], block[1], block[2])]
+    DivergentWarp {
+        op: &'static str,
+        block: [u32; 3],
+        warp: u32,
+        missing_lane: u32,
+    },
+    #[error("shuffle by {thread} reads lane {lane}, which has exited (its value is undefined)")]
+    ShuffleFromExited { thread: ThreadId, lane: u32 },
+    /// Located at the later access.
+    #[error("data race on shared array `{array}` element {index}: {access} by {thread} after the {earlier}, with no barrier between")]
+    SharedRace {
+        array: String,
+        index: u64,
+        thread: ThreadId,
+        access: Access,
+        earlier: RaceAccess,
+    },
+    #[error("integer division by zero in {thread}")]
+    DivByZero { thread: ThreadId },
+    #[error("step limit of {limit} thread-steps exceeded (an endless loop?); raise it with `Interpreter::step_limit`")]
+    StepLimit { limit: u64 },
+    #[error("device-function calls nested deeper than {limit}")]
+    CallDepth { limit: usize },
+    #[error("not supported by the interpreter: {what}")]
+    Unsupported { what: String },
+    #[error("malformed IR: {what}")]
+    Malformed { what: String },
+}
+
+impl InterpError {
+    pub(crate) fn new(kind: ErrorKind, at: Option<Location>) -> InterpError {
+        InterpError(Box::new(Repr { kind, at }))
+    }
+
+    pub fn kind(&self) -> &ErrorKind {
+        &self.0.kind
+    }
+
+    /// Where in the kernel source it happened; None for argument and launch errors.
+    pub fn location(&self) -> Option<&Location> {
+        self.0.at.as_ref()
+    }
+
+    /// As a diagnostic, for rendering with the source line (`zinc_dsl::render`); a race notes
+    /// its earlier access.
+    pub fn to_diagnostic(&self) -> Diagnostic {
+        let mut d = Diagnostic::error(self.kind().to_string(), Span::default());
+        d.span = self.location().map(|l| l.span);
+        if let ErrorKind::SharedRace { earlier, .. } = self.kind() {
+            let note = format!("the earlier {} by {}", earlier.access, earlier.thread);
+            d = d.with_note(note, Some(earlier.at.span));
+        }
+        d
+    }
+}
+
+impl From<ErrorKind> for InterpError {
+    fn from(kind: ErrorKind) -> InterpError {
+        InterpError::new(kind, None)
+    }
+}
+
+impl fmt::Display for InterpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.location() {
+            Some(at) => write!(f, "{at}: {}", self.kind()),
+            None => write!(f, "{}", self.kind()),
+        }
+    }
+}
+
+impl std::error::Error for InterpError {}

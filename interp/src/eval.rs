@@ -1,0 +1,261 @@
+//! Expressions, evaluated for all active threads of the block at once.
+
+use zinc_dsl::diag::Span;
+use zinc_dsl::ir::{Axis, Expr, ExprKind, LogicalOp, Scalar, Space, Special, Type};
+
+use crate::error::{ErrorKind, InterpError, Location, RaceAccess};
+use crate::exec::{Lanes, Machine, Mask, Result, UNSET};
+use crate::memory::{Fault, Touch};
+use crate::value::{ArithError, Pointer, Region, Value, Vector};
+
+impl<'m> Machine<'m, '_> {
+    /// The value of `e` for each thread in `mask` ([`UNSET`] for the others).
+    pub(crate) fn eval(&mut self, e: &'m Expr, mask: &Mask) -> Result<Lanes> {
+        match &e.kind {
+            ExprKind::Const(c) => {
+                let Type::Scalar(s) = e.ty else {
+                    return Err(self.malformed(e.span, "a constant of a non-scalar type"));
+                };
+                let v = Value::from_const(s, c);
+                self.map_lanes(mask, |_| Ok(v))
+            }
+            ExprKind::Var(v) => {
+                let values = self.var(*v);
+                if values.is_empty() {
+                    return Err(self.malformed(e.span, "a variable read before its definition"));
+                }
+                Ok(values.clone())
+            }
+            ExprKind::SharedArray(id) => {
+                let ptr = Value::Ptr(Pointer {
+                    region: Region::Shared(id.0 as usize),
+                    offset: 0,
+                });
+                self.map_lanes(mask, |_| Ok(ptr))
+            }
+            ExprKind::Unary(op, a) => {
+                let a = self.eval(a, mask)?;
+                self.map_lanes(mask, |t| self.arith(Value::unary(*op, a[t]), t, e.span))
+            }
+            ExprKind::Binary(op, a, b) => {
+                let a = self.eval(a, mask)?;
+                let b = self.eval(b, mask)?;
+                self.map_lanes(mask, |t| {
+                    self.arith(Value::binary(*op, a[t], b[t]), t, e.span)
+                })
+            }
+            ExprKind::Logical(op, a, b) => self.logical(*op, a, b, mask),
+            ExprKind::Cast(a) => {
+                let a = self.eval(a, mask)?;
+                self.map_lanes(mask, |t| self.arith(a[t].cast(&e.ty), t, e.span))
+            }
+            ExprKind::Select(c, a, b) => {
+                let c = self.eval(c, mask)?;
+                let a = self.eval(a, mask)?;
+                let b = self.eval(b, mask)?;
+                self.map_lanes(mask, |t| {
+                    Ok(if c[t] == Value::Bool(true) {
+                        a[t]
+                    } else {
+                        b[t]
+                    })
+                })
+            }
+            ExprKind::Offset { base, index } => {
+                let Type::View { elem, .. } = &base.ty else {
+                    return Err(self.malformed(e.span, "an offset from a non-view"));
+                };
+                let size = elem.size() as i64;
+                let bases = self.eval(base, mask)?;
+                let index = self.eval(index, mask)?;
+                self.map_lanes(mask, |t| {
+                    let mut p = self.pointer(bases[t], base.span)?;
+                    let i = index[t]
+                        .as_int()
+                        .ok_or_else(|| self.malformed(e.span, "a non-integer view index"))?;
+                    p.offset = p.offset.wrapping_add((i as i64).wrapping_mul(size));
+                    Ok(Value::Ptr(p))
+                })
+            }
+            ExprKind::Load(ptr) => {
+                let ptrs = self.eval(ptr, mask)?;
+                let mut out = vec![UNSET; self.threads];
+                for t in mask.lanes() {
+                    let p = self.pointer(ptrs[t], ptr.span)?;
+                    let who = self.touch(t, e.span);
+                    out[t] = self
+                        .mem
+                        .load(p, &e.ty, who)
+                        .map_err(|f| self.fault(f, t, e.span))?;
+                }
+                Ok(out)
+            }
+            ExprKind::VectorBuild(parts) => {
+                let parts = parts
+                    .iter()
+                    .map(|p| self.eval(p, mask))
+                    .collect::<Result<Vec<_>>>()?;
+                self.map_lanes(mask, |t| {
+                    let lanes: Vec<Value> = parts.iter().map(|p| p[t]).collect();
+                    Vector::new(&lanes).map(Value::Vector).ok_or_else(|| {
+                        self.malformed(e.span, "a vector of mixed or too many lanes")
+                    })
+                })
+            }
+            ExprKind::Extract(v, lane) => {
+                let v = self.eval(v, mask)?;
+                self.map_lanes(mask, |t| match v[t] {
+                    Value::Vector(vec) if (*lane as usize) < vec.len() => {
+                        Ok(vec.get(*lane as usize))
+                    }
+                    _ => Err(self.malformed(e.span, "extracting a lane of a non-vector")),
+                })
+            }
+            ExprKind::Special(s) => self.map_lanes(mask, |t| Ok(Value::U32(self.special(*s, t)))),
+            ExprKind::Builtin(b, args) => self.builtin(*b, args, e, mask),
+            ExprKind::Call(f, args) => self.call(*f, args, mask, e.span),
+            ExprKind::Intrinsic { name, args } => self.intrinsic(name, args, e, mask),
+            ExprKind::InlineAsm { template, .. } => Err(self.error_at(
+                e.span,
+                ErrorKind::Unsupported {
+                    what: format!("inline PTX `{template}`"),
+                },
+            )),
+        }
+    }
+
+    /// `a && b` / `a || b`: `b` only for the threads whose `a` does not decide.
+    fn logical(&mut self, op: LogicalOp, a: &'m Expr, b: &'m Expr, mask: &Mask) -> Result<Lanes> {
+        let a = self.eval(a, mask)?;
+        let (yes, no) = mask.split(&a);
+        let (rest, decided) = match op {
+            LogicalOp::And => (yes, false),
+            LogicalOp::Or => (no, true),
+        };
+        let b = if rest.any() {
+            self.eval(b, &rest)?
+        } else {
+            Vec::new()
+        };
+        self.map_lanes(mask, |t| {
+            Ok(if rest.get(t) {
+                b[t]
+            } else {
+                Value::Bool(decided)
+            })
+        })
+    }
+
+    /// A special register of thread `t`.
+    pub(crate) fn special(&self, s: Special, t: usize) -> u32 {
+        let axis = |a: Axis| match a {
+            Axis::X => 0,
+            Axis::Y => 1,
+            Axis::Z => 2,
+        };
+        match s {
+            Special::ThreadIdx(a) => self.thread_xyz(t)[axis(a)],
+            Special::BlockIdx(a) => self.block[axis(a)],
+            Special::BlockDim(a) => self.dim[axis(a)],
+            Special::GridDim(a) => self.grid[axis(a)],
+            Special::Lane => (t % 32) as u32,
+            Special::Warp => (t / 32) as u32,
+        }
+    }
+
+    /// Compute one value per active thread.
+    pub(crate) fn map_lanes(
+        &self,
+        mask: &Mask,
+        mut f: impl FnMut(usize) -> Result<Value>,
+    ) -> Result<Lanes> {
+        let mut out = vec![UNSET; self.threads];
+        for t in mask.lanes() {
+            out[t] = f(t)?;
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn arith(
+        &self,
+        r: std::result::Result<Value, ArithError>,
+        t: usize,
+        span: Span,
+    ) -> Result<Value> {
+        r.map_err(|err| match err {
+            ArithError::DivByZero => self.error_at(
+                span,
+                ErrorKind::DivByZero {
+                    thread: self.thread_id(t),
+                },
+            ),
+            ArithError::Mismatch => self.malformed(span, "operands of unexpected types"),
+        })
+    }
+
+    pub(crate) fn pointer(&self, v: Value, span: Span) -> Result<Pointer> {
+        match v {
+            Value::Ptr(p) => Ok(p),
+            _ => Err(self.malformed(span, "a view was expected")),
+        }
+    }
+
+    pub(crate) fn touch(&self, t: usize, span: Span) -> Touch<'m> {
+        Touch {
+            thread: t as u32,
+            site: self.site(span),
+        }
+    }
+
+    /// A memory fault of thread `t` at `span`, as an error.
+    pub(crate) fn fault(&self, f: Fault<'m>, t: usize, span: Span) -> InterpError {
+        match f {
+            Fault::OutOfBounds {
+                space,
+                buffer,
+                index,
+                len,
+                kind,
+            } => self.error_at(
+                span,
+                ErrorKind::OutOfBounds {
+                    thread: self.thread_id(t),
+                    access: kind,
+                    space: match space {
+                        Space::Global => "global",
+                        Space::Shared => "shared",
+                    },
+                    buffer,
+                    index,
+                    len,
+                },
+            ),
+            Fault::Race {
+                array,
+                index,
+                earlier,
+                earlier_kind,
+                kind,
+            } => self.error_at(
+                span,
+                ErrorKind::SharedRace {
+                    array,
+                    index,
+                    thread: self.thread_id(t),
+                    access: kind,
+                    earlier: RaceAccess {
+                        thread: self.thread_id(earlier.thread as usize),
+                        access: earlier_kind,
+                        at: Location::new(earlier.site, self.sources),
+                    },
+                },
+            ),
+        }
+    }
+
+    /// The scalar type of an expression that must have one.
+    pub(crate) fn scalar_of(&self, e: &Expr) -> Result<Scalar> {
+        e.ty.scalar()
+            .ok_or_else(|| self.malformed(e.span, "a scalar was expected"))
+    }
+}

@@ -1,0 +1,501 @@
+//! The lock-step SIMT machine: one block at a time, every thread of the block walking the IR
+//! tree together under an active mask. Divergent `if`s run both sides with complementary masks;
+//! loops keep iterating while any thread is still in them; `break`, `continue` and `return`
+//! take threads out of the mask until the construct they leave is done.
+
+use zinc_dsl::diag::{SourceMap, Span};
+use zinc_dsl::ir::{BinOp, Block, Expr, FuncId, Function, Module, Stmt, StmtKind, VarId};
+
+use crate::error::{ErrorKind, InterpError, Location, ThreadId};
+use crate::memory::{Memory, Site};
+use crate::value::Value;
+
+pub(crate) type Result<T> = std::result::Result<T, InterpError>;
+
+/// One value per thread of the block; inactive threads hold [`UNSET`].
+pub(crate) type Lanes = Vec<Value>;
+
+/// Placeholder for threads an expression was not evaluated for; never read.
+pub(crate) const UNSET: Value = Value::Bool(false);
+
+/// Device functions cannot recurse (the front end rejects it); this only guards hand-built IR.
+const MAX_CALL_DEPTH: usize = 64;
+
+/// Which threads of the block take part in the current statement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Mask(Vec<bool>);
+
+impl Mask {
+    pub fn full(n: usize) -> Mask {
+        Mask(vec![true; n])
+    }
+
+    pub fn empty(n: usize) -> Mask {
+        Mask(vec![false; n])
+    }
+
+    pub fn get(&self, thread: usize) -> bool {
+        self.0[thread]
+    }
+
+    pub fn any(&self) -> bool {
+        self.0.contains(&true)
+    }
+
+    pub fn count(&self) -> usize {
+        self.0.iter().filter(|&&on| on).count()
+    }
+
+    /// The active threads, in order.
+    pub fn lanes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, &on)| on)
+            .map(|(t, _)| t)
+    }
+
+    pub fn union_with(&mut self, other: &Mask) {
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a |= b;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.0.fill(false);
+    }
+
+    /// The active threads where `cond` is true, and those where it is false.
+    pub fn split(&self, cond: &Lanes) -> (Mask, Mask) {
+        let mut yes = Mask::empty(self.0.len());
+        let mut no = Mask::empty(self.0.len());
+        for t in self.lanes() {
+            if cond[t] == Value::Bool(true) {
+                yes.0[t] = true;
+            } else {
+                no.0[t] = true;
+            }
+        }
+        (yes, no)
+    }
+}
+
+/// Threads that left the innermost loop by `break` or `continue`, waiting for the others.
+struct LoopExits {
+    broken: Mask,
+    continued: Mask,
+}
+
+/// A function activation, shared by all threads of the block.
+struct Frame<'m> {
+    func: &'m Function,
+    /// By `VarId`: one value per thread; empty until first defined.
+    vars: Vec<Lanes>,
+    loops: Vec<LoopExits>,
+    ret: Lanes,
+}
+
+enum LoopKind<'m> {
+    While(&'m Expr),
+    /// A `for` loop; `end` and `step` were evaluated once, before the first iteration.
+    For {
+        var: VarId,
+        end: Lanes,
+        step: Lanes,
+    },
+}
+
+/// The machine running one launch, a block at a time.
+pub(crate) struct Machine<'m, 'a> {
+    pub module: &'m Module,
+    pub sources: Option<&'m SourceMap>,
+    pub grid: [u32; 3],
+    pub dim: [u32; 3],
+    /// The running block's index.
+    pub block: [u32; 3],
+    /// Threads per block.
+    pub threads: usize,
+    pub mem: Memory<'m, 'a>,
+    /// Threads that returned from the kernel; barriers and warp operations do not wait for them.
+    pub exited: Mask,
+    frames: Vec<Frame<'m>>,
+    steps: u64,
+    step_limit: u64,
+}
+
+impl<'m, 'a> Machine<'m, 'a> {
+    pub fn new(
+        module: &'m Module,
+        sources: Option<&'m SourceMap>,
+        step_limit: u64,
+        grid: [u32; 3],
+        dim: [u32; 3],
+        mem: Memory<'m, 'a>,
+    ) -> Machine<'m, 'a> {
+        let threads = dim.iter().map(|&d| d as usize).product();
+        Machine {
+            module,
+            sources,
+            grid,
+            dim,
+            block: [0; 3],
+            threads,
+            mem,
+            exited: Mask::empty(threads),
+            frames: Vec::new(),
+            steps: 0,
+            step_limit,
+        }
+    }
+
+    /// Run the kernel for one block; `params` holds one value per parameter, the same for
+    /// every thread.
+    pub fn run_block(
+        &mut self,
+        kernel: &'m Function,
+        block: [u32; 3],
+        params: &[Value],
+    ) -> Result<()> {
+        self.block = block;
+        self.exited = Mask::empty(self.threads);
+        self.mem.start_block();
+        let mut frame = Frame::new(kernel, self.threads);
+        for (p, v) in kernel.params.iter().zip(params) {
+            frame.vars[p.0 as usize] = vec![*v; self.threads];
+        }
+        self.frames = vec![frame];
+        let mut active = Mask::full(self.threads);
+        self.exec_block(&kernel.body, &mut active)
+    }
+
+    /// Evaluate an expression over the kernel's parameters alone (the launch grid), with one
+    /// thread.
+    pub fn eval_host(
+        &mut self,
+        kernel: &'m Function,
+        params: &[Value],
+        e: &'m Expr,
+    ) -> Result<Value> {
+        let mut frame = Frame::new(kernel, self.threads);
+        for (p, v) in kernel.params.iter().zip(params) {
+            frame.vars[p.0 as usize] = vec![*v; self.threads];
+        }
+        self.frames = vec![frame];
+        Ok(self.eval(e, &Mask::full(self.threads))?[0])
+    }
+
+    fn frame(&mut self) -> &mut Frame<'m> {
+        self.frames.last_mut().expect("a function is running")
+    }
+
+    pub fn var(&self, v: VarId) -> &Lanes {
+        &self.frames.last().expect("a function is running").vars[v.0 as usize]
+    }
+
+    fn set_var(&mut self, v: VarId, values: &Lanes, mask: &Mask) {
+        let n = self.threads;
+        let slot = &mut self.frame().vars[v.0 as usize];
+        if slot.is_empty() {
+            *slot = vec![UNSET; n];
+        }
+        for t in mask.lanes() {
+            slot[t] = values[t];
+        }
+    }
+
+    pub fn site(&self, span: Span) -> Site<'m> {
+        let file = self
+            .frames
+            .last()
+            .map_or("<kernel>", |f| f.func.file.as_str());
+        Site { span, file }
+    }
+
+    pub fn loc(&self, span: Span) -> Location {
+        Location::new(self.site(span), self.sources)
+    }
+
+    /// The (x, y, z) index of a thread from its linear index.
+    pub fn thread_xyz(&self, t: usize) -> [u32; 3] {
+        let t = t as u32;
+        let [dx, dy, _] = self.dim;
+        [t % dx, t / dx % dy, t / (dx * dy)]
+    }
+
+    pub fn thread_id(&self, t: usize) -> ThreadId {
+        ThreadId {
+            block: self.block,
+            thread: self.thread_xyz(t),
+        }
+    }
+
+    /// An error located at `span` in the running function.
+    pub fn error_at(&self, span: Span, kind: ErrorKind) -> InterpError {
+        InterpError::new(kind, Some(self.loc(span)))
+    }
+
+    pub fn malformed(&self, span: Span, what: impl Into<String>) -> InterpError {
+        self.error_at(span, ErrorKind::Malformed { what: what.into() })
+    }
+
+    /// Charge `count` thread-steps against the budget.
+    fn step(&mut self, count: usize, span: Span) -> Result<()> {
+        self.steps += count as u64;
+        if self.steps > self.step_limit {
+            return Err(self.error_at(
+                span,
+                ErrorKind::StepLimit {
+                    limit: self.step_limit,
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    /// Run statements; on return `active` holds the threads that fell through the end.
+    fn exec_block(&mut self, stmts: &'m Block, active: &mut Mask) -> Result<()> {
+        for stmt in stmts {
+            if !active.any() {
+                break;
+            }
+            self.exec_stmt(stmt, active)?;
+        }
+        Ok(())
+    }
+
+    fn exec_stmt(&mut self, stmt: &'m Stmt, active: &mut Mask) -> Result<()> {
+        self.step(active.count(), stmt.span)?;
+        match &stmt.kind {
+            StmtKind::Let { var, init: value } | StmtKind::Assign { var, value } => {
+                let v = self.eval(value, active)?;
+                self.set_var(*var, &v, active);
+            }
+            StmtKind::Store { ptr, value } => {
+                let ptrs = self.eval(ptr, active)?;
+                let values = self.eval(value, active)?;
+                for t in active.lanes() {
+                    let p = self.pointer(ptrs[t], ptr.span)?;
+                    let who = self.touch(t, stmt.span);
+                    self.mem
+                        .store(p, values[t], &value.ty, who)
+                        .map_err(|f| self.fault(f, t, stmt.span))?;
+                }
+            }
+            StmtKind::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                let c = self.eval(cond, active)?;
+                let (mut then_mask, mut else_mask) = active.split(&c);
+                self.exec_block(then_body, &mut then_mask)?;
+                self.exec_block(else_body, &mut else_mask)?;
+                then_mask.union_with(&else_mask);
+                *active = then_mask;
+            }
+            StmtKind::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => {
+                let first = self.eval(start, active)?;
+                let end = self.eval(end, active)?;
+                let step = self.eval(step, active)?;
+                self.set_var(*var, &first, active);
+                let kind = LoopKind::For {
+                    var: *var,
+                    end,
+                    step,
+                };
+                self.exec_loop(&kind, body, stmt.span, active)?;
+            }
+            StmtKind::While { cond, body } => {
+                self.exec_loop(&LoopKind::While(cond), body, stmt.span, active)?;
+            }
+            StmtKind::Break | StmtKind::Continue => {
+                let is_break = matches!(stmt.kind, StmtKind::Break);
+                let Some(exits) = self.frame().loops.last_mut() else {
+                    return Err(self.malformed(stmt.span, "break or continue outside a loop"));
+                };
+                let set = if is_break {
+                    &mut exits.broken
+                } else {
+                    &mut exits.continued
+                };
+                set.union_with(active);
+                active.clear();
+            }
+            StmtKind::Return(value) => {
+                if let Some(value) = value {
+                    let v = self.eval(value, active)?;
+                    let ret = &mut self.frame().ret;
+                    for t in active.lanes() {
+                        ret[t] = v[t];
+                    }
+                }
+                // Returning from the kernel ends the thread; from a device function, the thread
+                // waits at the call for the others.
+                if self.frames.len() == 1 {
+                    self.exited.union_with(active);
+                }
+                active.clear();
+            }
+            StmtKind::Expr(e) => {
+                self.eval(e, active)?;
+            }
+            StmtKind::Barrier => self.barrier(active, stmt.span)?,
+            // The interpreter runs one thread at a time between steps: memory is always
+            // coherent, so fences have nothing to do.
+            StmtKind::Fence(_) => {}
+        }
+        Ok(())
+    }
+
+    fn exec_loop(
+        &mut self,
+        kind: &LoopKind<'m>,
+        body: &'m Block,
+        span: Span,
+        active: &mut Mask,
+    ) -> Result<()> {
+        let mut running = active.clone();
+        let mut done = Mask::empty(self.threads);
+        while running.any() {
+            // Charged per iteration too, so that an empty endless loop still runs out.
+            self.step(running.count(), span)?;
+            let go = match kind {
+                LoopKind::While(cond) => self.eval(cond, &running)?,
+                LoopKind::For { var, end, .. } => {
+                    let current = self.var(*var);
+                    let mut go = vec![UNSET; self.threads];
+                    for t in running.lanes() {
+                        go[t] = Value::binary(BinOp::Lt, current[t], end[t]).map_err(|_| {
+                            self.malformed(span, "for-loop bounds of different types")
+                        })?;
+                    }
+                    go
+                }
+            };
+            let (mut inside, left) = running.split(&go);
+            done.union_with(&left);
+            if !inside.any() {
+                break;
+            }
+            let exits = LoopExits {
+                broken: Mask::empty(self.threads),
+                continued: Mask::empty(self.threads),
+            };
+            self.frame().loops.push(exits);
+            let result = self.exec_block(body, &mut inside);
+            let exits = self.frame().loops.pop().expect("pushed above");
+            result?;
+            done.union_with(&exits.broken);
+            inside.union_with(&exits.continued);
+            if let LoopKind::For { var, step, .. } = kind {
+                let mut next = self.var(*var).clone();
+                for t in inside.lanes() {
+                    next[t] = Value::binary(BinOp::Add, next[t], step[t])
+                        .map_err(|_| self.malformed(span, "for-loop step of a different type"))?;
+                }
+                self.set_var(*var, &next, &inside);
+            }
+            running = inside;
+        }
+        *active = done;
+        Ok(())
+    }
+
+    /// `bar.sync`: every thread that has not exited must be here.
+    pub fn barrier(&mut self, active: &Mask, span: Span) -> Result<()> {
+        let live = (0..self.threads).filter(|&t| !self.exited.get(t));
+        let missing = live.clone().find(|&t| !active.get(t));
+        if let Some(t) = missing {
+            return Err(self.error_at(
+                span,
+                ErrorKind::DivergentBarrier {
+                    block: self.block,
+                    arrived: active.count(),
+                    expected: live.count(),
+                    missing: self.thread_xyz(t),
+                },
+            ));
+        }
+        self.mem.barrier();
+        Ok(())
+    }
+
+    /// Full-warp operations need every live thread of each warp taking part to be active.
+    pub fn check_converged(&self, active: &Mask, op: &'static str, span: Span) -> Result<()> {
+        for start in (0..self.threads).step_by(32) {
+            let warp = start..(start + 32).min(self.threads);
+            if !warp.clone().any(|t| active.get(t)) {
+                continue;
+            }
+            if let Some(t) = warp
+                .clone()
+                .find(|&t| !active.get(t) && !self.exited.get(t))
+            {
+                return Err(self.error_at(
+                    span,
+                    ErrorKind::DivergentWarp {
+                        op,
+                        block: self.block,
+                        warp: (start / 32) as u32,
+                        missing_lane: (t - start) as u32,
+                    },
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Call a device function with the active threads.
+    pub fn call(
+        &mut self,
+        f: FuncId,
+        args: &'m [Expr],
+        active: &Mask,
+        span: Span,
+    ) -> Result<Lanes> {
+        let values = args
+            .iter()
+            .map(|a| self.eval(a, active))
+            .collect::<Result<Vec<_>>>()?;
+        if self.frames.len() >= MAX_CALL_DEPTH {
+            return Err(self.error_at(
+                span,
+                ErrorKind::CallDepth {
+                    limit: MAX_CALL_DEPTH,
+                },
+            ));
+        }
+        let module = self.module;
+        let Some(func) = module.functions.get(f.0 as usize) else {
+            return Err(self.malformed(
+                span,
+                format!("call of function #{}, which does not exist", f.0),
+            ));
+        };
+        let mut frame = Frame::new(func, self.threads);
+        for (p, v) in func.params.iter().zip(values) {
+            frame.vars[p.0 as usize] = v;
+        }
+        self.frames.push(frame);
+        let result = self.exec_block(&func.body, &mut active.clone());
+        let frame = self.frames.pop().expect("pushed above");
+        result.map(|()| frame.ret)
+    }
+}
+
+impl<'m> Frame<'m> {
+    fn new(func: &'m Function, threads: usize) -> Frame<'m> {
+        Frame {
+            func,
+            vars: vec![Vec::new(); func.vars.len()],
+            loops: Vec::new(),
+            ret: vec![UNSET; threads],
+        }
+    }
+}

@@ -1,0 +1,490 @@
+//! Memory: host buffers bound to global views, the per-block shared memory with its race
+//! detector, and typed loads and stores through views with bounds checks.
+
+use std::fmt;
+
+use half::{bf16, f16};
+use zinc_dsl::diag::Span;
+use zinc_dsl::ir::{Scalar, SharedArray, Space, Type};
+
+use crate::value::{Pointer, Region, Value, Vector};
+
+/// A typed host buffer, bound to a `global [T]` kernel parameter. Little-endian, like the GPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    /// The element type (a scalar or vector type); must equal the view's element type.
+    pub elem: Type,
+    pub bytes: Vec<u8>,
+}
+
+/// Host element types that buffers convert from and to.
+pub trait Element: Copy {
+    const SCALAR: Scalar;
+    fn to_value(self) -> Value;
+    fn from_value(v: Value) -> Self;
+}
+
+macro_rules! element {
+    ($($t:ty => $variant:ident),* $(,)?) => {$(
+        impl Element for $t {
+            const SCALAR: Scalar = Scalar::$variant;
+            fn to_value(self) -> Value {
+                Value::$variant(self)
+            }
+            fn from_value(v: Value) -> Self {
+                match v {
+                    Value::$variant(x) => x,
+                    _ => unreachable!("buffer element type checked before conversion"),
+                }
+            }
+        }
+    )*};
+}
+
+element!(
+    bool => Bool, i8 => I8, i16 => I16, i32 => I32, i64 => I64,
+    u8 => U8, u16 => U16, u32 => U32, u64 => U64,
+    f16 => F16, bf16 => Bf16, f32 => F32, f64 => F64,
+);
+
+impl Buffer {
+    pub fn new(elem: Type, bytes: Vec<u8>) -> Buffer {
+        Buffer { elem, bytes }
+    }
+
+    /// `len` elements of `elem`, all bits zero.
+    pub fn zeros(elem: Type, len: usize) -> Buffer {
+        let bytes = vec![0; len * elem.size() as usize];
+        Buffer { elem, bytes }
+    }
+
+    pub fn from_slice<T: Element>(data: &[T]) -> Buffer {
+        let size = T::SCALAR.size() as usize;
+        let mut bytes = Vec::with_capacity(data.len() * size);
+        for x in data {
+            bytes.extend_from_slice(&x.to_value().to_bits().to_le_bytes()[..size]);
+        }
+        Buffer::new(Type::Scalar(T::SCALAR), bytes)
+    }
+
+    /// The elements as `T`.
+    ///
+    /// # Panics
+    /// If the buffer's element type is not the scalar type of `T`.
+    pub fn to_vec<T: Element>(&self) -> Vec<T> {
+        assert_eq!(
+            self.elem,
+            Type::Scalar(T::SCALAR),
+            "buffer element type is not {}",
+            T::SCALAR.name()
+        );
+        let size = T::SCALAR.size() as usize;
+        self.bytes
+            .chunks_exact(size)
+            .map(|c| T::from_value(decode(&Type::Scalar(T::SCALAR), c)))
+            .collect()
+    }
+
+    pub fn from_f32(data: &[f32]) -> Buffer {
+        Buffer::from_slice(data)
+    }
+    pub fn to_f32(&self) -> Vec<f32> {
+        self.to_vec()
+    }
+    pub fn from_f16(data: &[f16]) -> Buffer {
+        Buffer::from_slice(data)
+    }
+    pub fn to_f16(&self) -> Vec<f16> {
+        self.to_vec()
+    }
+    pub fn from_bf16(data: &[bf16]) -> Buffer {
+        Buffer::from_slice(data)
+    }
+    pub fn to_bf16(&self) -> Vec<bf16> {
+        self.to_vec()
+    }
+    pub fn from_u8(data: &[u8]) -> Buffer {
+        Buffer::from_slice(data)
+    }
+    pub fn to_u8(&self) -> Vec<u8> {
+        self.to_vec()
+    }
+    pub fn from_u32(data: &[u32]) -> Buffer {
+        Buffer::from_slice(data)
+    }
+    pub fn to_u32(&self) -> Vec<u32> {
+        self.to_vec()
+    }
+    pub fn from_i32(data: &[i32]) -> Buffer {
+        Buffer::from_slice(data)
+    }
+    pub fn to_i32(&self) -> Vec<i32> {
+        self.to_vec()
+    }
+
+    /// Number of whole elements.
+    pub fn len(&self) -> usize {
+        match self.elem.size() {
+            0 => 0,
+            size => self.bytes.len() / size as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Read a value of type `ty` (scalar or vector) from its little-endian bytes.
+fn decode(ty: &Type, bytes: &[u8]) -> Value {
+    let scalar = |s: Scalar, b: &[u8]| {
+        let mut raw = [0u8; 8];
+        raw[..b.len()].copy_from_slice(b);
+        Value::from_bits(s, u64::from_le_bytes(raw))
+    };
+    match ty {
+        Type::Vector(s, _) => {
+            let lanes: Vec<Value> = bytes
+                .chunks_exact(s.size() as usize)
+                .map(|c| scalar(*s, c))
+                .collect();
+            Value::Vector(Vector::new(&lanes).expect("vector types have 2 to 4 lanes"))
+        }
+        Type::Scalar(s) => scalar(*s, bytes),
+        Type::Void | Type::View { .. } => unreachable!("views hold scalars or vectors"),
+    }
+}
+
+/// Write a scalar or vector value as little-endian bytes.
+fn encode(v: Value, out: &mut [u8]) {
+    match v {
+        Value::Vector(vec) => {
+            let size = vec.elem().size() as usize;
+            for (lane, chunk) in vec.lanes().zip(out.chunks_exact_mut(size)) {
+                encode(lane, chunk);
+            }
+        }
+        v => {
+            let n = out.len();
+            out.copy_from_slice(&v.to_bits().to_le_bytes()[..n]);
+        }
+    }
+}
+
+/// A place in the program, for messages: a span and the name of its function's file.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Site<'m> {
+    pub span: Span,
+    pub file: &'m str,
+}
+
+/// One thread's access at a site.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Touch<'m> {
+    pub thread: u32,
+    pub site: Site<'m>,
+}
+
+/// How a thread touched memory.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read = 0,
+    Write = 1,
+    Atomic = 2,
+}
+
+impl Access {
+    const ALL: [Access; 3] = [Access::Read, Access::Write, Access::Atomic];
+
+    /// Two accesses to one byte by different threads race unless both read or both are atomic.
+    fn conflicts_with(self, other: Access) -> bool {
+        !matches!(
+            (self, other),
+            (Access::Read, Access::Read) | (Access::Atomic, Access::Atomic)
+        )
+    }
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::Atomic => "atomic",
+        })
+    }
+}
+
+/// Why a memory access failed.
+#[derive(Debug)]
+pub(crate) enum Fault<'m> {
+    OutOfBounds {
+        space: Space,
+        buffer: String,
+        index: i64,
+        len: u64,
+        kind: Access,
+    },
+    Race {
+        array: String,
+        index: u64,
+        earlier: Touch<'m>,
+        earlier_kind: Access,
+        kind: Access,
+    },
+}
+
+/// Accesses of one kind to one byte by up to two different threads: enough to find one by a
+/// thread other than any given one.
+#[derive(Copy, Clone, Default)]
+struct Touches<'m>([Option<Touch<'m>>; 2]);
+
+impl<'m> Touches<'m> {
+    fn other_than(&self, thread: u32) -> Option<Touch<'m>> {
+        self.0
+            .iter()
+            .flatten()
+            .find(|t| t.thread != thread)
+            .copied()
+    }
+
+    fn add(&mut self, who: Touch<'m>) {
+        match self.0 {
+            [None, _] => self.0[0] = Some(who),
+            [Some(first), None] if first.thread != who.thread => self.0[1] = Some(who),
+            _ => {}
+        }
+    }
+}
+
+/// What one shared byte saw since the last barrier, by [`Access`] kind.
+#[derive(Copy, Clone, Default)]
+struct ByteLog<'m> {
+    interval: u32,
+    seen: [Touches<'m>; 3],
+}
+
+struct SharedLayout {
+    name: String,
+    base: usize,
+    bytes: usize,
+    elem_size: usize,
+}
+
+/// One block's shared memory, laid out as code generation does (declaration order, each array at
+/// a 16-byte aligned offset).
+struct Shared<'m> {
+    arrays: Vec<SharedLayout>,
+    bytes: Vec<u8>,
+    logs: Vec<ByteLog<'m>>,
+    /// Barrier intervals are numbered; a log from an older interval counts as empty.
+    interval: u32,
+}
+
+/// Fill pattern for shared memory at block start: all-ones bytes are NaN in every float type.
+const POISON: u8 = 0xff;
+
+impl<'m> Shared<'m> {
+    fn new(arrays: &[SharedArray]) -> Shared<'m> {
+        let mut layout = Vec::with_capacity(arrays.len());
+        let mut end = 0usize;
+        for a in arrays {
+            let base = end.next_multiple_of(16);
+            end = base + a.bytes() as usize;
+            layout.push(SharedLayout {
+                name: a.name.clone(),
+                base,
+                bytes: a.bytes() as usize,
+                elem_size: a.elem.size() as usize,
+            });
+        }
+        Shared {
+            arrays: layout,
+            bytes: vec![POISON; end],
+            logs: vec![ByteLog::default(); end],
+            interval: 0,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.bytes.fill(POISON);
+        self.new_interval();
+    }
+
+    fn new_interval(&mut self) {
+        self.interval += 1;
+    }
+
+    /// Record an access to `range` and report a conflict with another thread's access in the
+    /// same barrier interval.
+    fn track(
+        &mut self,
+        array: usize,
+        start: usize,
+        len: usize,
+        who: Touch<'m>,
+        kind: Access,
+    ) -> Result<(), Fault<'m>> {
+        let layout = &self.arrays[array];
+        for byte in start..start + len {
+            let log = &mut self.logs[layout.base + byte];
+            if log.interval != self.interval {
+                *log = ByteLog {
+                    interval: self.interval,
+                    ..ByteLog::default()
+                };
+            }
+            let conflict = Access::ALL.into_iter().find_map(|earlier_kind| {
+                let earlier = log.seen[earlier_kind as usize].other_than(who.thread)?;
+                kind.conflicts_with(earlier_kind)
+                    .then_some((earlier, earlier_kind))
+            });
+            if let Some((earlier, earlier_kind)) = conflict {
+                return Err(Fault::Race {
+                    array: layout.name.clone(),
+                    index: (byte / layout.elem_size) as u64,
+                    earlier,
+                    earlier_kind,
+                    kind,
+                });
+            }
+            log.seen[kind as usize].add(who);
+        }
+        Ok(())
+    }
+}
+
+/// A global buffer bound to a kernel parameter.
+struct Global<'a> {
+    name: String,
+    buf: &'a mut Buffer,
+}
+
+/// Everything a launch can address: the bound global buffers and the running block's shared
+/// memory.
+pub(crate) struct Memory<'m, 'a> {
+    /// By kernel parameter index; None for scalar parameters.
+    globals: Vec<Option<Global<'a>>>,
+    shared: Shared<'m>,
+}
+
+impl<'m, 'a> Memory<'m, 'a> {
+    /// `globals` pairs each parameter's name with its buffer (None for scalars).
+    pub fn new(
+        globals: impl IntoIterator<Item = (String, Option<&'a mut Buffer>)>,
+        shared: &[SharedArray],
+    ) -> Memory<'m, 'a> {
+        Memory {
+            globals: globals
+                .into_iter()
+                .map(|(name, buf)| buf.map(|buf| Global { name, buf }))
+                .collect(),
+            shared: Shared::new(shared),
+        }
+    }
+
+    /// Start a new block: poisoned shared memory, no accesses logged.
+    pub fn start_block(&mut self) {
+        self.shared.reset();
+    }
+
+    /// A barrier: accesses before it can no longer race with accesses after it.
+    pub fn barrier(&mut self) {
+        self.shared.new_interval();
+    }
+
+    /// Bounds-check an access of `size` bytes at `ptr`; the byte range within its region.
+    fn locate(
+        &self,
+        ptr: Pointer,
+        size: usize,
+        kind: Access,
+    ) -> Result<std::ops::Range<usize>, Fault<'m>> {
+        let (name, bytes) = match ptr.region {
+            Region::Global(i) => {
+                let g = self.globals[i]
+                    .as_ref()
+                    .expect("global views point at buffers");
+                (&g.name, g.buf.bytes.len())
+            }
+            Region::Shared(i) => {
+                let a = &self.shared.arrays[i];
+                (&a.name, a.bytes)
+            }
+        };
+        let start = ptr.offset;
+        if start < 0 || start as u64 + size as u64 > bytes as u64 {
+            return Err(Fault::OutOfBounds {
+                space: ptr.region.space(),
+                buffer: name.clone(),
+                index: start.div_euclid(size as i64),
+                len: (bytes / size) as u64,
+                kind,
+            });
+        }
+        Ok(start as usize..start as usize + size)
+    }
+
+    fn bytes_mut(&mut self, region: Region, range: std::ops::Range<usize>) -> &mut [u8] {
+        match region {
+            Region::Global(i) => {
+                let g = self.globals[i]
+                    .as_mut()
+                    .expect("global views point at buffers");
+                &mut g.buf.bytes[range]
+            }
+            Region::Shared(i) => {
+                let base = self.shared.arrays[i].base;
+                &mut self.shared.bytes[base + range.start..base + range.end]
+            }
+        }
+    }
+
+    fn access(
+        &mut self,
+        ptr: Pointer,
+        size: usize,
+        who: Touch<'m>,
+        kind: Access,
+    ) -> Result<&mut [u8], Fault<'m>> {
+        let range = self.locate(ptr, size, kind)?;
+        if let Region::Shared(array) = ptr.region {
+            self.shared
+                .track(array, range.start, range.len(), who, kind)?;
+        }
+        Ok(self.bytes_mut(ptr.region, range))
+    }
+
+    pub fn load(&mut self, ptr: Pointer, ty: &Type, who: Touch<'m>) -> Result<Value, Fault<'m>> {
+        let bytes = self.access(ptr, ty.size() as usize, who, Access::Read)?;
+        Ok(decode(ty, bytes))
+    }
+
+    pub fn store(
+        &mut self,
+        ptr: Pointer,
+        value: Value,
+        ty: &Type,
+        who: Touch<'m>,
+    ) -> Result<(), Fault<'m>> {
+        let bytes = self.access(ptr, ty.size() as usize, who, Access::Write)?;
+        encode(value, bytes);
+        Ok(())
+    }
+
+    /// An atomic read-modify-write; `f` gives the new value from the old one.
+    pub fn update<E>(
+        &mut self,
+        ptr: Pointer,
+        ty: &Type,
+        who: Touch<'m>,
+        f: impl FnOnce(Value) -> Result<Value, E>,
+    ) -> Result<Result<Value, E>, Fault<'m>> {
+        let bytes = self.access(ptr, ty.size() as usize, who, Access::Atomic)?;
+        let old = decode(ty, bytes);
+        Ok(f(old).map(|new| {
+            encode(new, bytes);
+            old
+        }))
+    }
+}

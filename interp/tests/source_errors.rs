@@ -1,0 +1,152 @@
+//! Kernel bugs in real source, reported at the right line.
+
+use zinc_dsl::Compilation;
+use zinc_interp::{Access, Arg, Buffer, ErrorKind, InterpError, Interpreter, Value};
+
+fn compile(text: &str) -> Compilation {
+    zinc_dsl::compile_source("bug.tile", text, &[], &|_| None)
+        .unwrap_or_else(|f| panic!("{}", f.render()))
+}
+
+fn launch(text: &str, kernel: &str, args: &mut [Arg]) -> Result<(), InterpError> {
+    let c = compile(text);
+    Interpreter::new(&c.module)
+        .sources(&c.sources)
+        .launch(kernel, args)
+}
+
+fn line_of(err: &InterpError) -> usize {
+    err.location().and_then(|l| l.line_col).expect("a line").0
+}
+
+const REVERSE: &str = "
+kernel reverse(x: global [f32], y: global mut [f32])
+    grid(1) block(64)
+{
+    shared s: [64] f32;
+    s[thread.x] = x[thread.x];
+    BARRIER
+    y[thread.x] = s[63 - thread.x];
+}
+";
+
+#[test]
+fn missing_barrier_is_a_race() {
+    let xs: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    let mut args = vec![
+        Arg::ReadOnly(Buffer::from_f32(&xs)),
+        Arg::Buffer(Buffer::from_f32(&[0.0; 64])),
+    ];
+    let err = launch(&REVERSE.replace("BARRIER", ""), "reverse", &mut args).unwrap_err();
+    let ErrorKind::SharedRace {
+        array,
+        index,
+        thread,
+        access,
+        earlier,
+    } = err.kind()
+    else {
+        panic!("expected a race, got: {err}");
+    };
+    assert_eq!((array.as_str(), *index), ("s", 63));
+    assert_eq!(
+        (earlier.thread.thread, earlier.access),
+        ([63, 0, 0], Access::Write)
+    );
+    assert_eq!((thread.thread, *access), ([0, 0, 0], Access::Read));
+    assert_eq!(earlier.at.line_col.unwrap().0, 6);
+    assert_eq!(line_of(&err), 8);
+    let sources = compile(&REVERSE.replace("BARRIER", "")).sources;
+    let shown = zinc_dsl::render(&err.to_diagnostic(), &sources);
+    assert!(
+        shown.contains("8 |     y[thread.x] = s[63 - thread.x];"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("note: the earlier write by thread (63, 0, 0)"),
+        "{shown}"
+    );
+
+    launch(
+        &REVERSE.replace("BARRIER", "barrier();"),
+        "reverse",
+        &mut args,
+    )
+    .unwrap();
+    let want: Vec<f32> = xs.iter().rev().copied().collect();
+    assert_eq!(args[1].buffer().unwrap().to_f32(), want);
+}
+
+#[test]
+fn barrier_in_half_the_block() {
+    let src = "
+kernel k(y: global mut [u32]) grid(1) block(64) {
+    if thread.x < 32 {
+        barrier();
+    }
+    y[thread.x] = 1;
+}
+";
+    let mut args = vec![Arg::Buffer(Buffer::from_u32(&[0; 64]))];
+    let err = launch(src, "k", &mut args).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::DivergentBarrier {
+                arrived: 32,
+                expected: 64,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(line_of(&err), 4);
+}
+
+#[test]
+fn shuffle_from_an_exited_lane() {
+    let src = "
+kernel k(x: global [f32], y: global mut [f32], n: u32) grid(1) block(32) {
+    if thread.x >= n {
+        return;
+    }
+    y[thread.x] = x[thread.x] + shfl_down(x[thread.x], 16u32);
+}
+";
+    let mut args = vec![
+        Arg::ReadOnly(Buffer::from_f32(&[1.0; 32])),
+        Arg::Buffer(Buffer::from_f32(&[0.0; 32])),
+        Arg::Scalar(Value::U32(20)),
+    ];
+    let err = launch(src, "k", &mut args).unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::ShuffleFromExited { lane: 20, .. }),
+        "{err}"
+    );
+    assert_eq!(line_of(&err), 6);
+    // With every lane live the same kernel is fine.
+    args[2] = Arg::Scalar(Value::U32(32));
+    launch(src, "k", &mut args).unwrap();
+}
+
+#[test]
+fn intrinsics_and_inline_ptx() {
+    let src = r#"
+kernel k(y: global mut [u32]) grid(1) block(64) {
+    let t = intrinsic<u32>("llvm.nvvm.read.ptx.sreg.tid.x");
+    y[t] = t * 2u32;
+}
+
+kernel a(y: global mut [u32]) grid(1) block(64) {
+    y[thread.x] = asm<u32>("mov.u32 $0, %laneid;", "=r");
+}
+"#;
+    let mut args = vec![Arg::Buffer(Buffer::from_u32(&[0; 64]))];
+    launch(src, "k", &mut args).unwrap();
+    let want: Vec<u32> = (0..64).map(|t| t * 2).collect();
+    assert_eq!(args[0].buffer().unwrap().to_u32(), want);
+    let err = launch(src, "a", &mut args).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::Unsupported { .. }), "{err}");
+    assert_eq!(line_of(&err), 8);
+    assert!(err.to_string().starts_with("bug.tile:8:"), "{err}");
+}
