@@ -1,0 +1,20 @@
+//! Shared f32 operations of the CPU reference forward pass.
+//!
+//! Every architecture in [`crate::arch`] is written in terms of these ops; the GPU kernels are
+//! checked against them, so they favour clarity and exactness (f64 where a reduction is long)
+//! over speed, with rayon for the two hot spots: matrix products and attention.
+
+mod attention;
+mod layers;
+mod matmul;
+mod ops;
+
+pub use attention::{attention, AttentionParams};
+pub use layers::{Activation, EmbeddingHead, GatedFfn, Logits, SelfAttention};
+pub use matmul::Linear;
+pub use ops::{
+    add_in_place, dot, gelu_tanh, rms_norm, rope, silu, softcap, softmax, RopeStyle, RopeTable,
+};
+
+#[cfg(test)]
+mod tests;

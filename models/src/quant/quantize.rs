@@ -1,0 +1,155 @@
+//! Quantization of f32 rows into ggml blocks, for writing test and synthetic models.
+//!
+//! These are plain round-to-nearest quantizers: correct and within half a quantization step
+//! (plus the rounding of the block scales), but without llama.cpp's search for the scales that
+//! minimize the error, so their bytes differ from llama-quantize's.
+
+use half::{bf16, f16};
+
+use super::dequant::k4_scale_min;
+use super::{check_sizes, GgmlType, QuantError};
+
+/// Quantizes `src` into `out` as blocks of `ty`; `out` must be exactly the size of the result.
+pub fn quantize_row(ty: GgmlType, src: &[f32], out: &mut [u8]) -> Result<(), QuantError> {
+    let kernel = block_kernel(ty).ok_or(QuantError::Unsupported {
+        ty,
+        op: "quantization",
+    })?;
+    check_sizes(ty, src.len(), out.len())?;
+    for (x, block) in src
+        .chunks_exact(ty.block_size())
+        .zip(out.chunks_exact_mut(ty.type_size()))
+    {
+        kernel(x, block);
+    }
+    Ok(())
+}
+
+/// Converts one block.
+type QuantKernel = fn(&[f32], &mut [u8]);
+
+pub(super) fn block_kernel(ty: GgmlType) -> Option<QuantKernel> {
+    use GgmlType::*;
+    Some(match ty {
+        F32 => |x, b| b.copy_from_slice(&x[0].to_le_bytes()),
+        F16 => |x, b| b.copy_from_slice(&f16::from_f32(x[0]).to_le_bytes()),
+        BF16 => |x, b| b.copy_from_slice(&bf16::from_f32(x[0]).to_le_bytes()),
+        Q8_0 => q8_0,
+        Q5_0 => q5_0,
+        Q4_K => q4_k,
+        Q6_K => q6_k,
+        _ => return None,
+    })
+}
+
+/// Stores `v` as f16 at `b[at..at + 2]` and returns the stored value, so that quants are computed
+/// against the scale the dequantizer will actually see.
+fn put_f16(b: &mut [u8], at: usize, v: f32) -> f32 {
+    let h = f16::from_f32(v);
+    b[at..at + 2].copy_from_slice(&h.to_le_bytes());
+    h.to_f32()
+}
+
+fn inverse(d: f32) -> f32 {
+    if d == 0.0 {
+        0.0
+    } else {
+        1.0 / d
+    }
+}
+
+fn abs_max(x: &[f32]) -> f32 {
+    x.iter().fold(0.0, |m, v| m.max(v.abs()))
+}
+
+/// Rounds `v` to the nearest integer in `lo..=hi`.
+fn round_clamp(v: f32, lo: i32, hi: i32) -> i32 {
+    (v.round() as i32).clamp(lo, hi)
+}
+
+fn q8_0(x: &[f32], b: &mut [u8]) {
+    let id = inverse(put_f16(b, 0, abs_max(x) / 127.0));
+    for (q, &v) in b[2..].iter_mut().zip(x) {
+        *q = round_clamp(v * id, -127, 127) as i8 as u8;
+    }
+}
+
+/// Q5_0: like ggml, the largest-magnitude weight maps to quant 0 (d carries its sign), which
+/// uses the full -16 range of the asymmetric 5-bit grid.
+fn q5_0(x: &[f32], b: &mut [u8]) {
+    let max = x
+        .iter()
+        .fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+    let id = inverse(put_f16(b, 0, max / -16.0));
+    let mut qh = 0u32;
+    b[6..22].fill(0);
+    for (j, &v) in x.iter().enumerate() {
+        let q = round_clamp(v * id + 16.0, 0, 31) as u32;
+        qh |= (q >> 4) << j;
+        b[6 + j % 16] |= ((q & 0xF) as u8) << (4 * (j / 16));
+    }
+    b[2..6].copy_from_slice(&qh.to_le_bytes());
+}
+
+/// Quantizes per-sub-block `values` (all >= 0) to 6 bits against one shared f16 super-scale
+/// stored at `b[at..]`. Rounds up so a sub-block's quant range never shrinks below its data.
+fn six_bit_scales(values: &[f32; 8], b: &mut [u8], at: usize) -> (f32, [u8; 8]) {
+    let d = put_f16(b, at, values.iter().fold(0.0f32, |m, &v| m.max(v)) / 63.0);
+    let id = inverse(d);
+    (d, values.map(|v| (v * id).ceil().min(63.0) as u8))
+}
+
+/// Q4_K: each 32-weight sub-block gets the asymmetric range [min(0, lo), hi], so weight =
+/// d*sc*q - dmin*m with q in 0..=15.
+fn q4_k(x: &[f32], b: &mut [u8]) {
+    let mut steps = [0.0f32; 8];
+    let mut mins = [0.0f32; 8];
+    for (sub, x) in x.chunks_exact(32).enumerate() {
+        let lo = x.iter().fold(0.0f32, |m, &v| m.min(v));
+        let hi = x.iter().fold(lo, |m, &v| m.max(v));
+        steps[sub] = (hi - lo) / 15.0;
+        mins[sub] = -lo;
+    }
+    let (d, sc) = six_bit_scales(&steps, b, 0);
+    let (dmin, m) = six_bit_scales(&mins, b, 2);
+    let packed = &mut b[4..16];
+    packed.fill(0);
+    for j in 0..8 {
+        if j < 4 {
+            packed[j] = sc[j];
+            packed[j + 4] = m[j];
+        } else {
+            packed[j + 4] = (sc[j] & 0xF) | (m[j] & 0xF) << 4;
+            packed[j - 4] |= (sc[j] >> 4) << 6;
+            packed[j] |= (m[j] >> 4) << 6;
+        }
+    }
+    b[16..144].fill(0);
+    for (sub, x) in x.chunks_exact(32).enumerate() {
+        let (sc, m) = k4_scale_min(&b[4..16], sub);
+        let (id, min) = (inverse(d * f32::from(sc)), dmin * f32::from(m));
+        for (l, &v) in x.iter().enumerate() {
+            let q = round_clamp((v + min) * id, 0, 15) as u8;
+            b[16 + sub / 2 * 32 + l] |= q << (4 * (sub % 2));
+        }
+    }
+}
+
+/// Q6_K: symmetric per-16-weight i8 scales against one f16 d; q in -32..=31 stored offset by 32.
+fn q6_k(x: &[f32], b: &mut [u8]) {
+    let steps: [f32; 16] = std::array::from_fn(|s| abs_max(&x[s * 16..s * 16 + 16]) / 31.0);
+    let d = put_f16(b, 208, steps.iter().fold(0.0f32, |m, &v| m.max(v)) / 127.0);
+    let id = inverse(d);
+    // Round the scales up so that 31 steps still cover each sub-block's largest weight.
+    let scales = steps.map(|s| (s * id).ceil().min(127.0) as i8);
+    for (s, &sc) in scales.iter().enumerate() {
+        b[192 + s] = sc as u8;
+    }
+    b[..192].fill(0);
+    for (i, &v) in x.iter().enumerate() {
+        let q = (round_clamp(v * inverse(d * f32::from(scales[i / 16])), -32, 31) + 32) as u8;
+        let (half, k, l) = (i / 128, i % 128 / 32, i % 32);
+        b[half * 64 + 32 * (k % 2) + l] |= (q & 0xF) << (4 * (k / 2));
+        b[128 + half * 32 + l] |= (q >> 4) << (2 * k);
+    }
+}

@@ -1,0 +1,196 @@
+//! Token sampling: greedy, temperature, top-k, top-p, with a small seeded RNG.
+
+/// Sampling settings. The defaults are greedy decoding.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SamplerConfig {
+    /// `<= 0` means greedy (argmax); otherwise logits are divided by it before sampling.
+    pub temperature: f32,
+    /// Keep only the `top_k` most likely tokens; 0 keeps all.
+    pub top_k: usize,
+    /// Keep the smallest set of most likely tokens whose probability reaches `top_p`; 1 keeps all.
+    pub top_p: f32,
+    pub seed: u64,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        Self {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 0,
+        }
+    }
+}
+
+/// Picks the next token from a row of logits.
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    config: SamplerConfig,
+    rng: Rng,
+}
+
+impl Sampler {
+    pub fn new(config: SamplerConfig) -> Self {
+        Self {
+            config,
+            rng: Rng::new(config.seed),
+        }
+    }
+
+    /// The next token id. Filters apply in llama.cpp's order: top-k, then top-p on the
+    /// untempered distribution, then temperature.
+    pub fn sample(&mut self, logits: &[f32]) -> u32 {
+        let c = self.config;
+        if c.temperature <= 0.0 {
+            return argmax(logits);
+        }
+        let mut cand: Vec<(u32, f32)> = (0u32..).zip(logits.iter().copied()).collect();
+        cand.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        if c.top_k > 0 {
+            cand.truncate(c.top_k);
+        }
+        if c.top_p < 1.0 {
+            let probs = softmax_of(&cand, 1.0);
+            let mut mass = 0.0;
+            let keep = probs
+                .iter()
+                .position(|p| {
+                    mass += p;
+                    mass >= f64::from(c.top_p)
+                })
+                .map_or(cand.len(), |i| i + 1);
+            cand.truncate(keep);
+        }
+        let probs = softmax_of(&cand, c.temperature);
+        let mut r = self.rng.next_f64();
+        for (&(id, _), p) in cand.iter().zip(&probs) {
+            if r < *p {
+                return id;
+            }
+            r -= p;
+        }
+        // Rounding left a sliver of mass past the last candidate.
+        cand.last().map_or(0, |&(id, _)| id)
+    }
+}
+
+/// Index of the largest logit; the lowest index wins ties.
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Probabilities of candidates sorted by descending logit, at temperature `t`.
+fn softmax_of(cand: &[(u32, f32)], t: f32) -> Vec<f64> {
+    let max = cand.first().map_or(0.0, |c| f64::from(c.1));
+    let e: Vec<f64> = cand
+        .iter()
+        .map(|c| ((f64::from(c.1) - max) / f64::from(t)).exp())
+        .collect();
+    let sum: f64 = e.iter().sum();
+    e.into_iter().map(|v| v / sum).collect()
+}
+
+/// xoshiro256** seeded through splitmix64: small, fast, reproducible across platforms.
+#[derive(Clone, Debug)]
+pub struct Rng([u64; 4]);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        let mut sm = seed;
+        let mut next = || {
+            sm = sm.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = sm;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        Self([next(), next(), next(), next()])
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let s = &mut self.0;
+        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        result
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in `[-1, 1)`: handy for random test weights.
+    pub fn next_signed_f32(&mut self) -> f32 {
+        (self.next_f64() * 2.0 - 1.0) as f32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampler(temperature: f32, top_k: usize, top_p: f32, seed: u64) -> Sampler {
+        Sampler::new(SamplerConfig {
+            temperature,
+            top_k,
+            top_p,
+            seed,
+        })
+    }
+
+    #[test]
+    fn greedy_is_argmax_first_on_ties() {
+        let mut s = sampler(0.0, 0, 1.0, 0);
+        assert_eq!(s.sample(&[0.1, 3.0, -1.0, 3.0]), 1);
+    }
+
+    #[test]
+    fn top_k_one_is_greedy() {
+        let mut s = sampler(1.5, 1, 1.0, 7);
+        for _ in 0..50 {
+            assert_eq!(s.sample(&[0.1, 2.0, 1.9, -1.0]), 1);
+        }
+    }
+
+    #[test]
+    fn top_p_keeps_nucleus() {
+        // Probabilities ~ [0.665, 0.245, 0.090]: top-p 0.8 keeps the first two.
+        let logits = [2.0, 1.0, 0.0];
+        let mut s = sampler(1.0, 0, 0.8, 3);
+        for _ in 0..200 {
+            assert_ne!(s.sample(&logits), 2);
+        }
+    }
+
+    #[test]
+    fn seeded_and_follows_distribution() {
+        let logits = [0.0f32, (3.0f32).ln()]; // p = [0.25, 0.75]
+        let draw = |seed| {
+            let mut s = sampler(1.0, 0, 1.0, seed);
+            (0..4000).map(|_| s.sample(&logits)).collect::<Vec<_>>()
+        };
+        assert_eq!(draw(42), draw(42));
+        let ones = draw(42).iter().filter(|&&t| t == 1).count() as f64 / 4000.0;
+        assert!((ones - 0.75).abs() < 0.03, "{ones}");
+    }
+
+    #[test]
+    fn rng_is_uniform() {
+        let mut r = Rng::new(1);
+        let mean = (0..10000).map(|_| r.next_f64()).sum::<f64>() / 10000.0;
+        assert!((mean - 0.5).abs() < 0.02);
+    }
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds a CPU-only llama.cpp reference (as llama-cpp-python) used to produce golden
+# token ids and logits for the models/ tests. Everything lands in /work/.cache (outside
+# the repo); re-running is cheap once the build exists.
+#
+# Result: a virtualenv whose python can `import llama_cpp` (and `gguf`):
+#   $LLAMA_VENV/bin/python   (default /work/.cache/llama-venv)
+# and llama.cpp's sources, whose models/ggml-vocab-*.gguf the tokenizer tests read.
+#
+#   scripts/build-llama-cpp.sh                # build (10-20 minutes on 2 cores)
+#   scripts/build-llama-cpp.sh --sdist-only   # only fetch and unpack the sources
+#
+# Note: on CPUs with AMX, evaluate with weight repacking off (model param use_extra_bufts=False,
+# as models/tests/data/gen_gemma3_logits.py does); the AMX kernels crash where the kernel does
+# not grant AMX tile state.
+set -euo pipefail
+
+SDIST_ONLY=false
+[ "${1:-}" = "--sdist-only" ] && SDIST_ONLY=true
+
+VERSION=0.3.36
+CACHE=${ZINC_CACHE:-/work/.cache}
+SDIST_DIR=$CACHE/llama-sdist
+VENV=${LLAMA_VENV:-$CACHE/llama-venv}
+PY=$VENV/bin/python
+
+have_build() {
+    [ -x "$PY" ] && "$PY" - "$VERSION" <<'EOF' 2>/dev/null
+import sys, llama_cpp
+sys.exit(0 if llama_cpp.__version__ == sys.argv[1] else 1)
+EOF
+}
+
+SRC=$SDIST_DIR/llama_cpp_python-$VERSION
+if ! $SDIST_ONLY && have_build; then
+    echo "llama-cpp-python $VERSION already built: $PY"
+    echo "llama.cpp sources: $SRC/vendor/llama.cpp"
+    exit 0
+fi
+
+mkdir -p "$SDIST_DIR"
+if [ ! -x "$PY" ]; then
+    python3 -m venv "$VENV"
+fi
+# Build backend and tools for --no-build-isolation, plus what the golden scripts import.
+"$PY" -m pip install --quiet --upgrade pip
+"$PY" -m pip install --quiet scikit-build-core cmake numpy gguf typing-extensions diskcache jinja2
+
+SDIST=$(ls "$SDIST_DIR"/llama_cpp_python-"$VERSION".tar.gz 2>/dev/null || true)
+if [ -z "$SDIST" ]; then
+    # Building metadata for the sdist needs scikit-build-core, hence the venv's pip.
+    "$PY" -m pip download --no-deps --no-binary :all: --no-build-isolation \
+        "llama-cpp-python==$VERSION" -d "$SDIST_DIR" ||
+        "$PY" -m pip download --no-deps --no-binary :all: \
+            "llama-cpp-python==$VERSION" -d "$SDIST_DIR"
+    SDIST=$(ls "$SDIST_DIR"/llama_cpp_python-"$VERSION".tar.gz)
+fi
+
+# Keep an extracted copy: its vendor/llama.cpp sources are the reference we read.
+if [ ! -d "$SRC" ]; then
+    tar -xzf "$SDIST" -C "$SDIST_DIR"
+fi
+if $SDIST_ONLY; then
+    echo "llama.cpp sources: $SRC/vendor/llama.cpp"
+    exit 0
+fi
+
+# CPU only, no examples/tools/multimodal: the Python API is all the golden scripts need.
+export CMAKE_ARGS="-DGGML_CUDA=OFF -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAVA_BUILD=OFF \
+-DCMAKE_BUILD_TYPE=Release"
+export CMAKE_BUILD_PARALLEL_LEVEL=2
+# Build from the extracted tree (a fixed path) and keep the build tree, so an interrupted
+# build resumes instead of starting over.
+nice -n 10 "$PY" -m pip install --no-deps --no-build-isolation -v \
+    --config-settings=build-dir="$CACHE/llama-build" "$SRC"
+
+have_build
+echo "llama-cpp-python $VERSION built: $PY"
+echo "llama.cpp sources: $SRC/vendor/llama.cpp"
