@@ -12,4 +12,5 @@ pub mod kv_cache;
 pub mod quant;
 pub mod sampler;
 pub mod summary;
+pub mod synth;
 pub mod tokenizer;
