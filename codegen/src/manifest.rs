@@ -138,6 +138,7 @@ pub(crate) fn type_name(ty: &Type) -> String {
             if *mutable { "mut " } else { "" },
             type_name(elem)
         ),
+        Type::Frag(_) => ty.to_string(),
     }
 }
 

@@ -85,6 +85,12 @@ pub struct LaunchDims {
 #[derive(Clone, Debug, PartialEq)]
 pub enum TypeExpr {
     Named(Ident),
+    /// `name<arg>`: a fragment type such as `frag_acc<f32>`.
+    Generic {
+        name: Ident,
+        arg: Box<TypeExpr>,
+        span: Span,
+    },
     View {
         space: Space,
         mutable: bool,
@@ -97,7 +103,7 @@ impl TypeExpr {
     pub fn span(&self) -> Span {
         match self {
             TypeExpr::Named(id) => id.span,
-            TypeExpr::View { span, .. } => *span,
+            TypeExpr::View { span, .. } | TypeExpr::Generic { span, .. } => *span,
         }
     }
 }
@@ -230,6 +236,8 @@ pub enum ExprKind {
     Binary(BinOp, Box<Expr>, Box<Expr>),
     Logical(LogicalOp, Box<Expr>, Box<Expr>),
     Cast(Box<Expr>, TypeExpr),
+    /// `bitcast<T>(e)`.
+    Bitcast(Box<Expr>, TypeExpr),
     Intrinsic {
         ty: TypeExpr,
         name: StrLit,
@@ -255,7 +263,10 @@ impl Expr {
         let depth = 1 + match &kind {
             ExprKind::Int { .. } | ExprKind::Float { .. } | ExprKind::Bool(_) => 0,
             ExprKind::Name(_) => 0,
-            ExprKind::Field(e, _) | ExprKind::Unary(_, e) | ExprKind::Cast(e, _) => e.depth,
+            ExprKind::Field(e, _)
+            | ExprKind::Unary(_, e)
+            | ExprKind::Cast(e, _)
+            | ExprKind::Bitcast(e, _) => e.depth,
             ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Logical(_, a, b) => {
                 a.depth.max(b.depth)
             }

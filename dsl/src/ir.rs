@@ -93,6 +93,76 @@ pub enum Space {
     Shared,
 }
 
+/// Which operand of `mma.sync` a tensor-core fragment holds.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FragRole {
+    /// The 16 x K row-major left operand.
+    A,
+    /// The K x 8 column-major right operand.
+    B,
+    /// The 16 x 8 accumulator (and result).
+    Acc,
+}
+
+/// A warp's tensor-core fragment: each lane holds a fixed part of a matrix in 32-bit registers
+/// (docs/LANGUAGE.md has the per-lane layouts). f16/bf16 operands go with an f32 accumulator
+/// (`mma.m16n8k16`), i8 operands with an i32 accumulator (`mma.m16n8k32`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Frag {
+    pub role: FragRole,
+    pub elem: Scalar,
+}
+
+impl Frag {
+    /// A fragment of `role` holding `elem`, if mma.sync has one.
+    pub fn new(role: FragRole, elem: Scalar) -> Option<Frag> {
+        let ok = match role {
+            FragRole::A | FragRole::B => matches!(elem, Scalar::F16 | Scalar::Bf16 | Scalar::I8),
+            FragRole::Acc => matches!(elem, Scalar::F32 | Scalar::I32),
+        };
+        ok.then_some(Frag { role, elem })
+    }
+
+    /// The source name of the type constructor (`frag_a`).
+    pub fn role_name(self) -> &'static str {
+        match self.role {
+            FragRole::A => "frag_a",
+            FragRole::B => "frag_b",
+            FragRole::Acc => "frag_acc",
+        }
+    }
+
+    /// 32-bit registers per lane.
+    pub fn regs(self) -> u8 {
+        match self.role {
+            FragRole::A | FragRole::Acc => 4,
+            FragRole::B => 2,
+        }
+    }
+
+    /// The type of one register: operands pack 2 (16-bit) or 4 (8-bit) elements into a
+    /// vector (`f16x2`, `i8x4`); an accumulator register is one element.
+    pub fn reg_type(self) -> Type {
+        match self.role {
+            FragRole::A | FragRole::B => Type::Vector(self.elem, (4 / self.elem.size()) as u8),
+            FragRole::Acc => Type::Scalar(self.elem),
+        }
+    }
+
+    /// The accumulator `mma` adds operands of this element type into.
+    pub fn acc_for(elem: Scalar) -> Scalar {
+        match elem {
+            Scalar::I8 => Scalar::I32,
+            _ => Scalar::F32,
+        }
+    }
+
+    /// The K of the mma shape this operand element type uses (m16n8k16 or m16n8k32).
+    pub fn k(elem: Scalar) -> u32 {
+        16 * 2 / elem.size()
+    }
+}
+
 /// Value types.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Type {
@@ -107,6 +177,8 @@ pub enum Type {
         elem: Box<Type>,
         mutable: bool,
     },
+    /// A tensor-core fragment (registers only: never in memory).
+    Frag(Frag),
 }
 
 impl Type {
@@ -124,6 +196,7 @@ impl Type {
             Type::Scalar(s) => s.size(),
             Type::Vector(s, n) => s.size() * (*n as u32),
             Type::View { .. } => 8,
+            Type::Frag(f) => 4 * u32::from(f.regs()),
         }
     }
 }
@@ -317,10 +390,12 @@ pub enum ExprKind {
     },
     /// Read the element a view points at.
     Load(Box<Expr>),
-    /// Build a vector from scalars (one per lane).
+    /// Build a vector from scalars (one per lane), or a fragment from its registers.
     VectorBuild(Vec<Expr>),
-    /// Lane `.1` of a vector.
+    /// Lane `.1` of a vector, or register `.1` of a fragment ([`Frag::reg_type`]).
     Extract(Box<Expr>, u8),
+    /// Reinterpret the bits of a scalar or vector as the expression's type (same size).
+    Bitcast(Box<Expr>),
     /// A special register or built-in value (u32).
     Special(Special),
     /// A built-in operation; see [`Builtin`] for the arguments.
@@ -454,4 +529,31 @@ pub enum Builtin {
     Atomic(AtomicOp),
     /// `[ptr, expected, new]`; result: the old value.
     AtomicCas,
+    /// `[a, b, acc]` fragments (A and B of one element type, the matching accumulator):
+    /// `a * b + acc` by the whole warp; result: an accumulator fragment.
+    Mma,
+    /// `[row address (shared view of f16, bf16 or i8)]`: `ldmatrix.sync.aligned.m8n8` of `count`
+    /// (1, 2 or 4) 8x8 matrices of 16-bit units, transposed if `trans`, by the whole warp; lane
+    /// `8 i + r` gives the address of row `r` of matrix `i`. Result: x1 one register (`f16x2`,
+    /// ...), x2 a B fragment, x4 an A fragment.
+    Ldmatrix {
+        count: u8,
+        trans: bool,
+    },
+    /// `[dst (shared mut view), src (global view), valid (bool)]`: start an asynchronous copy of
+    /// `bytes` (4, 8 or 16) bytes; when `valid` is false, `src` is not read and `dst` is filled
+    /// with zeros. The result is visible to this thread after the `CpAsyncWait` that completes
+    /// its group. Void.
+    CpAsync {
+        bytes: u8,
+    },
+    /// `[]`: close this thread's pending copies into a group. Void.
+    CpAsyncCommit,
+    /// `[]`: wait until at most `.0` of this thread's groups are still in flight. Void.
+    CpAsyncWait(u8),
+    /// `[a, b, selector]` u32: PTX `prmt.b32` (byte permute of the 8 bytes `b:a`).
+    Prmt,
+    /// `[a, b, c]` u32: PTX `lop3.b32` with the truth table `.0` (bit `4a + 2b + c` of the
+    /// table gives the result bit; `0xF0`, `0xCC`, `0xAA` select a, b, c).
+    Lop3(u8),
 }

@@ -98,6 +98,8 @@ pub enum Tok<'a> {
     Intrinsic,
     #[token("asm")]
     Asm,
+    #[token("bitcast")]
+    Bitcast,
 
     #[regex(r"[A-Za-z_][A-Za-z0-9_]*")]
     Ident(&'a str),
@@ -338,6 +340,7 @@ impl fmt::Display for Tok<'_> {
             Tok::False => "false",
             Tok::Intrinsic => "intrinsic",
             Tok::Asm => "asm",
+            Tok::Bitcast => "bitcast",
             Tok::LParen => "(",
             Tok::RParen => ")",
             Tok::LBracket => "[",

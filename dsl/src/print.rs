@@ -27,6 +27,7 @@ impl fmt::Display for Type {
                 let m = if *mutable { " mut" } else { "" };
                 write!(f, "{space}{m} [{elem}]")
             }
+            Type::Frag(frag) => write!(f, "{}<{}>", frag.role_name(), frag.elem.name()),
         }
     }
 }
@@ -215,6 +216,10 @@ impl<'m> Printer<'m> {
         match &e.kind {
             ExprKind::Const(v) => match v {
                 ConstValue::Bool(b) => b.to_string(),
+                // A fragment filled with one value.
+                other if matches!(e.ty, Type::Frag(_)) => {
+                    format!("{}({})", e.ty, const_text(other))
+                }
                 other => format!("{}{}", const_text(other), e.ty),
             },
             ExprKind::Var(v) => self.var(v.0),
@@ -256,11 +261,15 @@ impl<'m> Printer<'m> {
             }
             ExprKind::Load(p) => format!("load({})", self.expr(p)),
             ExprKind::VectorBuild(args) => format!("{}({})", e.ty, self.exprs(args)),
-            ExprKind::Extract(v, lane) => format!(
-                "{}.{}",
-                self.expr(v),
-                ["x", "y", "z", "w"][usize::from(*lane) % 4]
-            ),
+            ExprKind::Extract(v, lane) => match v.ty {
+                Type::Frag(_) => format!("{}[{lane}]", self.expr(v)),
+                _ => format!(
+                    "{}.{}",
+                    self.expr(v),
+                    ["x", "y", "z", "w"][usize::from(*lane) % 4]
+                ),
+            },
+            ExprKind::Bitcast(x) => format!("bitcast<{}>({})", e.ty, self.expr(x)),
             ExprKind::Special(s) => special(*s),
             ExprKind::Builtin(b, args) => format!("{}({})", builtin(*b), self.exprs(args)),
             ExprKind::Call(id, args) => {
@@ -307,8 +316,8 @@ fn special(s: Special) -> String {
     }
 }
 
-fn builtin(b: Builtin) -> &'static str {
-    match b {
+fn builtin(b: Builtin) -> String {
+    let name = match b {
         Builtin::Math(m) => match m {
             MathFn::Exp => "exp",
             MathFn::Log => "log",
@@ -347,5 +356,13 @@ fn builtin(b: Builtin) -> &'static str {
             AtomicOp::Exch => "atomic_exch",
         },
         Builtin::AtomicCas => "atomic_cas",
-    }
+        Builtin::Mma => "mma",
+        Builtin::Ldmatrix { count, trans } => return format!("ldmatrix_x{count}<trans={trans}>"),
+        Builtin::CpAsync { bytes } => return format!("cp_async<{bytes}>"),
+        Builtin::CpAsyncCommit => "cp_async_commit",
+        Builtin::CpAsyncWait(n) => return format!("cp_async_wait<{n}>"),
+        Builtin::Prmt => "prmt",
+        Builtin::Lop3(lut) => return format!("lop3<{lut:#04x}>"),
+    };
+    name.to_string()
 }

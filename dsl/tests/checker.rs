@@ -429,3 +429,53 @@ fn render_format() {
         "note: `b` declared here; use `var` to make it mutable\n --> main.tile:2:9\n  |\n2 |     let b: u32 = 1;\n  |         ^\n"
     ), "{err}");
 }
+
+#[test]
+fn tensor_core_builtins_are_checked() {
+    let wrap = |body: &str| {
+        format!(
+            "kernel k(g: global [f16], q: global [i8], y: global mut [f32]) grid(1) block(32) {{
+    shared s: [16][16] f16;
+    shared t: [16][32] i8;
+    {body}
+}}"
+        )
+    };
+    let cases = [
+        ("let a: frag_a<f32> = 0;", "is not a fragment type"),
+        ("let a: frag_c<f16> = 0;", "unknown generic type `frag_c`"),
+        ("let a = ldmatrix_x4(t + lane * 32, true);", "cannot transpose `i8`"),
+        ("let a = ldmatrix_x4(g, false);", "a shared view of `f16`, `bf16` or `i8`"),
+        ("cp_async(s + lane * 8, g + lane * 8, 12, true);", "copies 4, 8 or 16 bytes"),
+        ("cp_async(s + lane * 8, g + lane * 8, 16 + lane, true);", "compile-time constant"),
+        ("let b = frag(1, 2);", "expects none"),
+        ("let a = ldmatrix_x4(s + lane * 8, false); y[0] = a[4].x as f32;", "the index must be below 4"),
+        (
+            "let a = ldmatrix_x4(s + lane * 8, false); let b = ldmatrix_x2(t + lane * 32, false); let c = mma(a, b, 0);",
+            "operands of one element type",
+        ),
+        ("let x = bitcast<f32>(1u16);", "cannot bitcast `u16`"),
+        ("let x = lop3(1u32, 2u32, 3u32, 256);", "out of range"),
+    ];
+    for (body, want) in cases {
+        let err = error(&wrap(body));
+        assert!(err.contains(want), "{body}: expected `{want}` in:\n{err}");
+    }
+    let out = ir(&wrap(
+        "var acc: frag_acc<f32> = 0;
+    let a = ldmatrix_x4(s + (lane % 16 * 16 + lane / 16 * 8), false);
+    let b: frag_b<f16> = frag(a[0], a[1]);
+    acc = mma(a, b, acc);
+    cp_async_wait(1);
+    y[lane] = acc[3] + bitcast<f32>(prmt(1u32, 2u32, 0x3210u32));",
+    ));
+    for want in [
+        "var acc#3: frag_acc<f32> = frag_acc<f32>(0.0)",
+        "ldmatrix_x4<trans=false>(",
+        "frag_b<f16>(a#4[0], a#4[1])",
+        "mma(a#4, b#5, acc#3)",
+        "cp_async_wait<1>()",
+    ] {
+        assert!(out.contains(want), "no `{want}` in:\n{out}");
+    }
+}

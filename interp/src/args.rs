@@ -1,6 +1,6 @@
 //! Kernel arguments and their check against the kernel's parameter types.
 
-use zinc_dsl::ir::{Function, Space, Type};
+use zinc_dsl::ir::{Function, Type};
 
 use crate::error::{ErrorKind, InterpError};
 use crate::memory::Buffer;
@@ -44,23 +44,7 @@ impl Arg {
 
 /// The type as the language spells it.
 pub(crate) fn type_name(ty: &Type) -> String {
-    match ty {
-        Type::Void => "void".to_string(),
-        Type::Scalar(s) => s.name().to_string(),
-        Type::Vector(s, n) => format!("{}x{n}", s.name()),
-        Type::View {
-            space,
-            elem,
-            mutable,
-        } => {
-            let space = match space {
-                Space::Global => "global",
-                Space::Shared => "shared",
-            };
-            let m = if *mutable { " mut" } else { "" };
-            format!("{space}{m} [{}]", type_name(elem))
-        }
-    }
+    ty.to_string()
 }
 
 /// Check count, scalar types, buffer element types, sizes and mutability.

@@ -11,7 +11,7 @@ use zinc_dsl::ir::{
 
 use crate::error::ErrorKind;
 use crate::exec::{Lanes, Machine, Mask, Result, UNSET};
-use crate::value::{ArithError, Value};
+use crate::value::{ArithError, Value, Vector};
 
 type Arith = std::result::Result<Value, ArithError>;
 
@@ -31,21 +31,51 @@ impl<'m> Machine<'m, '_> {
         match b {
             Builtin::Math(f) => {
                 let x = arg(0)?;
-                self.map_lanes(mask, |t| self.arith(math(f, x[t]), t, e.span))
+                self.map_lanes(mask, |t| {
+                    self.arith(lanewise(&[x[t]], |v| math(f, v[0])), t, e.span)
+                })
             }
             Builtin::Max | Builtin::Min => {
                 let (x, y) = (arg(0)?, arg(1)?);
                 let max = b == Builtin::Max;
-                self.map_lanes(mask, |t| self.arith(min_max(max, x[t], y[t]), t, e.span))
+                self.map_lanes(mask, |t| {
+                    self.arith(
+                        lanewise(&[x[t], y[t]], |v| min_max(max, v[0], v[1])),
+                        t,
+                        e.span,
+                    )
+                })
             }
             Builtin::Fma => {
                 let (x, y, z) = (arg(0)?, arg(1)?, arg(2)?);
-                self.map_lanes(mask, |t| self.arith(fma(x[t], y[t], z[t]), t, e.span))
+                self.map_lanes(mask, |t| {
+                    let r = lanewise(&[x[t], y[t], z[t]], |v| fma(v[0], v[1], v[2]));
+                    self.arith(r, t, e.span)
+                })
             }
             Builtin::Shuffle(mode) => self.shuffle(mode, arg(0)?, arg(1)?, mask, e),
             Builtin::Vote(mode) => self.vote(mode, arg(0)?, mask, e),
             Builtin::Atomic(op) => self.atomic(Some(op), &vals, mask, e),
             Builtin::AtomicCas => self.atomic(None, &vals, mask, e),
+            Builtin::Mma => self.mma(&vals, mask, e),
+            Builtin::Ldmatrix { count, trans } => self.ldmatrix(count, trans, arg(0)?, mask, e),
+            Builtin::CpAsync { bytes } => self.cp_async(bytes, &vals, mask, e),
+            Builtin::CpAsyncCommit => Ok(self.cp_async_commit(mask)),
+            Builtin::CpAsyncWait(n) => self.cp_async_wait(n, mask, e),
+            Builtin::Prmt => {
+                let (a, b, s) = (arg(0)?, arg(1)?, arg(2)?);
+                self.map_lanes(mask, |t| {
+                    let u = |v: Value| v.reg_bits();
+                    Ok(Value::U32(prmt(u(a[t]), u(b[t]), u(s[t]))))
+                })
+            }
+            Builtin::Lop3(lut) => {
+                let (a, b, c) = (arg(0)?, arg(1)?, arg(2)?);
+                self.map_lanes(mask, |t| {
+                    let u = |v: Value| v.reg_bits();
+                    Ok(Value::U32(lop3(u(a[t]), u(b[t]), u(c[t]), lut)))
+                })
+            }
         }
     }
 
@@ -302,6 +332,52 @@ fn intrinsic_op(name: &str) -> Option<IntrinsicOp> {
         "brev32" | "brev64" => Brev,
         "mulhi.i" | "mulhi.ui" | "mulhi.ll" | "mulhi.ull" => MulHi,
         _ => return None,
+    })
+}
+
+/// `f` on scalars, or lane by lane on vectors (math, `max`, `min` and `fma` are lane-wise).
+fn lanewise(args: &[Value], f: impl Fn(&[Value]) -> Arith) -> Arith {
+    let Value::Vector(first) = args[0] else {
+        return f(args);
+    };
+    let lane = |a: &Value, i: usize| match a {
+        Value::Vector(v) if v.len() == first.len() => Ok(v.get(i)),
+        _ => Err(ArithError::Mismatch),
+    };
+    let mut lanes = Vec::with_capacity(first.len());
+    for i in 0..first.len() {
+        let scalars = args
+            .iter()
+            .map(|a| lane(a, i))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        lanes.push(f(&scalars)?);
+    }
+    Vector::new(&lanes)
+        .map(Value::Vector)
+        .ok_or(ArithError::Mismatch)
+}
+
+/// PTX `prmt.b32` (default mode): result byte i is byte `s_i & 7` of the 8 bytes `b:a`
+/// (a is bytes 0-3), where `s_i` is nibble i of the selector; with bit 3 of `s_i` set the
+/// selected byte's sign bit fills the result byte.
+pub(crate) fn prmt(a: u32, b: u32, selector: u32) -> u32 {
+    let bytes = (u64::from(b) << 32 | u64::from(a)).to_le_bytes();
+    (0..4).fold(0, |out, i| {
+        let s = selector >> (4 * i) & 0xf;
+        let byte = bytes[(s & 7) as usize];
+        let byte = match s & 8 != 0 {
+            true => ((byte as i8) >> 7) as u8,
+            false => byte,
+        };
+        out | u32::from(byte) << (8 * i)
+    })
+}
+
+/// PTX `lop3.b32`: each result bit is bit `4 a + 2 b + c` of the truth table.
+pub(crate) fn lop3(a: u32, b: u32, c: u32, lut: u8) -> u32 {
+    (0..32).fold(0, |out, i| {
+        let index = (a >> i & 1) << 2 | (b >> i & 1) << 1 | (c >> i & 1);
+        out | u32::from(lut >> index & 1) << i
     })
 }
 

@@ -138,6 +138,22 @@ pub enum ErrorKind {
         access: Access,
         earlier: RaceAccess,
     },
+    /// Located at the access; `issued` is the `cp_async` still copying into the element.
+    #[error("{access} of shared array `{array}` element {index} by {thread} while the {issued} is still in flight: complete it with `cp_async_wait` (and a barrier before other threads use it)")]
+    CopyInFlight {
+        array: String,
+        index: u64,
+        thread: ThreadId,
+        access: Access,
+        issued: RaceAccess,
+    },
+    #[error("{op} by {thread} at a byte offset of {offset}, which is not a multiple of {align}")]
+    Misaligned {
+        op: &'static str,
+        thread: ThreadId,
+        offset: i64,
+        align: u32,
+    },
     #[error("integer division by zero in {thread}")]
     DivByZero { thread: ThreadId },
     #[error("step limit of {limit} thread-steps exceeded (an endless loop?); raise it with `Interpreter::step_limit`")]

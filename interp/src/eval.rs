@@ -5,18 +5,17 @@ use zinc_dsl::ir::{Axis, Expr, ExprKind, LogicalOp, Scalar, Space, Special, Type
 
 use crate::error::{ErrorKind, InterpError, Location, RaceAccess};
 use crate::exec::{Lanes, Machine, Mask, Result, UNSET};
-use crate::memory::{Fault, Touch};
-use crate::value::{ArithError, Pointer, Region, Value, Vector};
+use crate::memory::{decode, encode, Access, Fault, Touch};
+use crate::value::{ArithError, FragValue, Pointer, Region, Value, Vector};
 
 impl<'m> Machine<'m, '_> {
     /// The value of `e` for each thread in `mask` ([`UNSET`] for the others).
     pub(crate) fn eval(&mut self, e: &'m Expr, mask: &Mask) -> Result<Lanes> {
         match &e.kind {
             ExprKind::Const(c) => {
-                let Type::Scalar(s) = e.ty else {
+                let Some(v) = Value::from_const_typed(&e.ty, c) else {
                     return Err(self.malformed(e.span, "a constant of a non-scalar type"));
                 };
-                let v = Value::from_const(s, c);
                 self.map_lanes(mask, |_| Ok(v))
             }
             ExprKind::Var(v) => {
@@ -90,6 +89,31 @@ impl<'m> Machine<'m, '_> {
                 }
                 Ok(out)
             }
+            ExprKind::VectorBuild(regs) if matches!(e.ty, Type::Frag(_)) => {
+                let Type::Frag(frag) = e.ty else {
+                    unreachable!("matched above")
+                };
+                let regs = regs
+                    .iter()
+                    .map(|r| self.eval(r, mask))
+                    .collect::<Result<Vec<_>>>()?;
+                self.map_lanes(mask, |t| {
+                    let mut bits = [0; 4];
+                    for (b, r) in bits.iter_mut().zip(&regs) {
+                        *b = r[t].reg_bits();
+                    }
+                    Ok(Value::Frag(FragValue { frag, regs: bits }))
+                })
+            }
+            ExprKind::Bitcast(x) => {
+                let v = self.eval(x, mask)?;
+                let size = x.ty.size() as usize;
+                self.map_lanes(mask, |t| {
+                    let mut bytes = vec![0; size];
+                    encode(v[t], &mut bytes);
+                    Ok(decode(&e.ty, &bytes))
+                })
+            }
             ExprKind::VectorBuild(parts) => {
                 let parts = parts
                     .iter()
@@ -108,6 +132,7 @@ impl<'m> Machine<'m, '_> {
                     Value::Vector(vec) if (*lane as usize) < vec.len() => {
                         Ok(vec.get(*lane as usize))
                     }
+                    Value::Frag(f) if *lane < f.frag.regs() => Ok(f.reg(*lane as usize)),
                     _ => Err(self.malformed(e.span, "extracting a lane of a non-vector")),
                 })
             }
@@ -228,6 +253,25 @@ impl<'m> Machine<'m, '_> {
                     buffer,
                     index,
                     len,
+                },
+            ),
+            Fault::InFlight {
+                array,
+                index,
+                issued,
+                kind,
+            } => self.error_at(
+                span,
+                ErrorKind::CopyInFlight {
+                    array,
+                    index,
+                    thread: self.thread_id(t),
+                    access: kind,
+                    issued: RaceAccess {
+                        thread: self.thread_id(issued.thread as usize),
+                        access: Access::Write,
+                        at: Location::new(issued.site, self.sources),
+                    },
                 },
             ),
             Fault::Race {

@@ -6,6 +6,7 @@
 use zinc_dsl::diag::{SourceMap, Span};
 use zinc_dsl::ir::{BinOp, Block, Expr, FuncId, Function, Module, Stmt, StmtKind, VarId};
 
+use crate::copy::Copies;
 use crate::error::{ErrorKind, InterpError, Location, ThreadId};
 use crate::memory::{Memory, Site};
 use crate::value::Value;
@@ -118,6 +119,8 @@ pub(crate) struct Machine<'m, 'a> {
     pub mem: Memory<'m, 'a>,
     /// Threads that returned from the kernel; barriers and warp operations do not wait for them.
     pub exited: Mask,
+    /// Each thread's `cp_async` copies in flight.
+    pub copies: Vec<Copies<'m>>,
     frames: Vec<Frame<'m>>,
     steps: u64,
     step_limit: u64,
@@ -142,6 +145,7 @@ impl<'m, 'a> Machine<'m, 'a> {
             threads,
             mem,
             exited: Mask::empty(threads),
+            copies: Vec::new(),
             frames: Vec::new(),
             steps: 0,
             step_limit,
@@ -158,6 +162,7 @@ impl<'m, 'a> Machine<'m, 'a> {
     ) -> Result<()> {
         self.block = block;
         self.exited = Mask::empty(self.threads);
+        self.copies = (0..self.threads).map(|_| Copies::default()).collect();
         self.mem.start_block();
         let mut frame = Frame::new(kernel, self.threads);
         for (p, v) in kernel.params.iter().zip(params) {

@@ -42,10 +42,12 @@
 
 mod args;
 mod builtins;
+mod copy;
 mod error;
 mod eval;
 mod exec;
 mod memory;
+mod tensor;
 mod value;
 
 use zinc_dsl::diag::SourceMap;
@@ -54,7 +56,7 @@ use zinc_dsl::ir::{Function, FunctionKind, Module};
 pub use args::Arg;
 pub use error::{ErrorKind, InterpError, Location, RaceAccess, ThreadId};
 pub use memory::{Access, Buffer, Element};
-pub use value::{Pointer, Value, Vector};
+pub use value::{FragValue, Pointer, Value, Vector};
 
 use exec::{Machine, UNSET};
 use memory::Memory;

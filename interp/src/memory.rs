@@ -136,7 +136,7 @@ impl Buffer {
 }
 
 /// Read a value of type `ty` (scalar or vector) from its little-endian bytes.
-fn decode(ty: &Type, bytes: &[u8]) -> Value {
+pub(crate) fn decode(ty: &Type, bytes: &[u8]) -> Value {
     let scalar = |s: Scalar, b: &[u8]| {
         let mut raw = [0u8; 8];
         raw[..b.len()].copy_from_slice(b);
@@ -151,12 +151,14 @@ fn decode(ty: &Type, bytes: &[u8]) -> Value {
             Value::Vector(Vector::new(&lanes).expect("vector types have 2 to 4 lanes"))
         }
         Type::Scalar(s) => scalar(*s, bytes),
-        Type::Void | Type::View { .. } => unreachable!("views hold scalars or vectors"),
+        Type::Void | Type::View { .. } | Type::Frag(_) => {
+            unreachable!("views hold scalars or vectors")
+        }
     }
 }
 
 /// Write a scalar or vector value as little-endian bytes.
-fn encode(v: Value, out: &mut [u8]) {
+pub(crate) fn encode(v: Value, out: &mut [u8]) {
     match v {
         Value::Vector(vec) => {
             let size = vec.elem().size() as usize;
@@ -232,6 +234,13 @@ pub(crate) enum Fault<'m> {
         earlier_kind: Access,
         kind: Access,
     },
+    /// An access to shared bytes that a `cp_async` (by `issued`) has not completed yet.
+    InFlight {
+        array: String,
+        index: u64,
+        issued: Touch<'m>,
+        kind: Access,
+    },
 }
 
 /// Accesses of one kind to one byte by up to two different threads: enough to find one by a
@@ -277,6 +286,8 @@ struct Shared<'m> {
     arrays: Vec<SharedLayout>,
     bytes: Vec<u8>,
     logs: Vec<ByteLog<'m>>,
+    /// Per byte: the `cp_async` still copying into it.
+    in_flight: Vec<Option<Touch<'m>>>,
     /// Barrier intervals are numbered; a log from an older interval counts as empty.
     interval: u32,
 }
@@ -302,12 +313,14 @@ impl<'m> Shared<'m> {
             arrays: layout,
             bytes: vec![POISON; end],
             logs: vec![ByteLog::default(); end],
+            in_flight: vec![None; end],
             interval: 0,
         }
     }
 
     fn reset(&mut self) {
         self.bytes.fill(POISON);
+        self.in_flight.fill(None);
         self.new_interval();
     }
 
@@ -327,6 +340,14 @@ impl<'m> Shared<'m> {
     ) -> Result<(), Fault<'m>> {
         let layout = &self.arrays[array];
         for byte in start..start + len {
+            if let Some(issued) = self.in_flight[layout.base + byte] {
+                return Err(Fault::InFlight {
+                    array: layout.name.clone(),
+                    index: (byte / layout.elem_size) as u64,
+                    issued,
+                    kind,
+                });
+            }
             let log = &mut self.logs[layout.base + byte];
             if log.interval != self.interval {
                 *log = ByteLog {
@@ -469,6 +490,48 @@ impl<'m, 'a> Memory<'m, 'a> {
     ) -> Result<(), Fault<'m>> {
         let bytes = self.access(ptr, ty.size() as usize, who, Access::Write)?;
         encode(value, bytes);
+        Ok(())
+    }
+
+    /// The raw bytes of an access (for ldmatrix and cp.async sources).
+    pub fn read(&mut self, ptr: Pointer, len: usize, who: Touch<'m>) -> Result<Vec<u8>, Fault<'m>> {
+        Ok(self.access(ptr, len, who, Access::Read)?.to_vec())
+    }
+
+    /// Start a `cp_async` of `len` bytes into shared memory at `dst`: it counts as a write now,
+    /// and the bytes may not be touched until [`Memory::finish_copy`].
+    pub fn start_copy(
+        &mut self,
+        dst: Pointer,
+        len: usize,
+        who: Touch<'m>,
+    ) -> Result<(), Fault<'m>> {
+        let range = self.locate(dst, len, Access::Write)?;
+        let Region::Shared(array) = dst.region else {
+            unreachable!("cp_async writes shared memory")
+        };
+        self.shared
+            .track(array, range.start, len, who, Access::Write)?;
+        let base = self.shared.arrays[array].base;
+        self.shared.in_flight[base + range.start..base + range.end].fill(Some(who));
+        Ok(())
+    }
+
+    /// Complete a `cp_async` started by [`Memory::start_copy`]: its bytes land, as a write by
+    /// the issuing thread in the current barrier interval.
+    pub fn finish_copy(
+        &mut self,
+        dst: Pointer,
+        data: &[u8],
+        who: Touch<'m>,
+    ) -> Result<(), Fault<'m>> {
+        let range = self.locate(dst, data.len(), Access::Write)?;
+        if let Region::Shared(array) = dst.region {
+            let base = self.shared.arrays[array].base;
+            self.shared.in_flight[base + range.start..base + range.end].fill(None);
+        }
+        self.access(dst, data.len(), who, Access::Write)?
+            .copy_from_slice(data);
         Ok(())
     }
 

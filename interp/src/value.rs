@@ -3,7 +3,7 @@
 //! float-to-int casts saturate like PTX `cvt.rzi`.
 
 use half::{bf16, f16};
-use zinc_dsl::ir::{BinOp, ConstValue, Scalar, Space, Type, UnOp};
+use zinc_dsl::ir::{BinOp, ConstValue, Frag, Scalar, Space, Type, UnOp};
 
 /// One thread's value of an expression.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -24,6 +24,32 @@ pub enum Value {
     Vector(Vector),
     /// A view into global or shared memory; only the interpreter creates these.
     Ptr(Pointer),
+    /// One lane's registers of a tensor-core fragment.
+    Frag(FragValue),
+}
+
+/// One lane's part of a fragment: up to four 32-bit registers, as raw bits.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct FragValue {
+    pub frag: Frag,
+    pub regs: [u32; 4],
+}
+
+impl FragValue {
+    /// Register `i` as a value of the fragment's register type (`f16x2`, `f32`, ...).
+    pub fn reg(&self, i: usize) -> Value {
+        Value::from_reg(&self.frag.reg_type(), self.regs[i])
+    }
+
+    /// Element `j` of register `i` (an accumulator register is one element), exactly.
+    pub(crate) fn element(&self, i: usize, j: usize) -> f64 {
+        let size = self.frag.elem.size() as usize;
+        let bits = u64::from(self.regs[i] >> (8 * size * j));
+        let v = Value::from_bits(self.frag.elem, bits);
+        v.as_f64()
+            .or_else(|| v.as_int().map(|x| x as f64))
+            .unwrap_or(0.0)
+    }
 }
 
 /// A short vector (2 to 4 lanes); lanes are kept as raw bits so that the value stays `Copy`.
@@ -139,14 +165,27 @@ impl Value {
             Value::Bf16(_) => Scalar::Bf16,
             Value::F32(_) => Scalar::F32,
             Value::F64(_) => Scalar::F64,
-            Value::Vector(_) | Value::Ptr(_) => return None,
+            Value::Vector(_) | Value::Ptr(_) | Value::Frag(_) => return None,
         })
+    }
+
+    /// A 32-bit register of type `ty` (a 4-byte scalar or vector) from its bits.
+    pub(crate) fn from_reg(ty: &Type, bits: u32) -> Value {
+        crate::memory::decode(ty, &bits.to_le_bytes())
+    }
+
+    /// The bits of a 4-byte scalar or vector (a fragment register).
+    pub(crate) fn reg_bits(self) -> u32 {
+        let mut bytes = [0u8; 4];
+        crate::memory::encode(self, &mut bytes);
+        u32::from_le_bytes(bytes)
     }
 
     /// Whether this value can be a value of `ty` (views only by kind: their element type is not
     /// carried at run time).
     pub fn has_type(&self, ty: &Type) -> bool {
         match (self, ty) {
+            (Value::Frag(f), Type::Frag(t)) => f.frag == *t,
             (Value::Vector(v), Type::Vector(s, n)) => v.elem == *s && v.len == *n,
             (Value::Ptr(_), Type::View { .. }) => true,
             (v, Type::Scalar(s)) => v.scalar() == Some(*s),
@@ -159,6 +198,7 @@ impl Value {
         match self {
             Value::Vector(v) => format!("{}x{}", v.elem.name(), v.len),
             Value::Ptr(_) => "view".to_string(),
+            Value::Frag(f) => Type::Frag(f.frag).to_string(),
             v => v.scalar().map_or("?", Scalar::name).to_string(),
         }
     }
@@ -179,7 +219,7 @@ impl Value {
             Value::Bf16(x) => x.to_bits() as u64,
             Value::F32(x) => x.to_bits() as u64,
             Value::F64(x) => x.to_bits(),
-            Value::Vector(_) | Value::Ptr(_) => 0,
+            Value::Vector(_) | Value::Ptr(_) | Value::Frag(_) => 0,
         }
     }
 
@@ -254,6 +294,26 @@ impl Value {
             Scalar::F64 => Value::F64(x),
             Scalar::Bool => Value::Bool(x != 0.0),
             _ => float_to_int(s, x),
+        }
+    }
+
+    /// A constant of a scalar type, or a fragment with every element `c`.
+    pub(crate) fn from_const_typed(ty: &Type, c: &ConstValue) -> Option<Value> {
+        match ty {
+            Type::Scalar(s) => Some(Value::from_const(*s, c)),
+            Type::Frag(frag) => {
+                let elem = Value::from_const(frag.elem, c);
+                let lanes = vec![elem; 4 / frag.elem.size() as usize];
+                let reg = match lanes.len() {
+                    1 => elem,
+                    _ => Value::Vector(Vector::new(&lanes)?),
+                };
+                Some(Value::Frag(FragValue {
+                    frag: *frag,
+                    regs: [reg.reg_bits(); 4],
+                }))
+            }
+            _ => None,
         }
     }
 

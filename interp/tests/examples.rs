@@ -181,3 +181,25 @@ fn rmsnorm_f16() {
     // f16 keeps 11 significant bits.
     assert_close(&got, &want, 1e-3);
 }
+
+#[test]
+fn mma_tile_matches_a_reference() {
+    let c = compile("mma_tile.tile", &[]);
+    let a: Vec<f16> = random(16 * 16, 11).into_iter().map(f16::from_f32).collect();
+    let bt: Vec<f16> = random(8 * 16, 12).into_iter().map(f16::from_f32).collect();
+    let mut args = [
+        Arg::Buffer(Buffer::from_f16(&a)),
+        Arg::Buffer(Buffer::from_f16(&bt)),
+        Arg::Buffer(Buffer::from_f32(&[0.0; 128])),
+    ];
+    launch(&c, "mma_tile", &mut args).unwrap();
+    let want: Vec<f64> = (0..16 * 8)
+        .map(|i| {
+            let (r, n) = (i / 8, i % 8);
+            (0..16)
+                .map(|k| a[r * 16 + k].to_f64() * bt[n * 16 + k].to_f64())
+                .sum()
+        })
+        .collect();
+    assert_close(&args[2].buffer().unwrap().to_f32(), &want, 1e-6);
+}

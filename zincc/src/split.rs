@@ -113,9 +113,11 @@ fn for_each_expr_mut(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
     match &mut e.kind {
         ExprKind::Const(_) | ExprKind::Var(_) | ExprKind::SharedArray(_) | ExprKind::Special(_) => {
         }
-        ExprKind::Unary(_, a) | ExprKind::Cast(a) | ExprKind::Load(a) | ExprKind::Extract(a, _) => {
-            for_each_expr_mut(a, f)
-        }
+        ExprKind::Unary(_, a)
+        | ExprKind::Cast(a)
+        | ExprKind::Bitcast(a)
+        | ExprKind::Load(a)
+        | ExprKind::Extract(a, _) => for_each_expr_mut(a, f),
         ExprKind::Binary(_, a, b) | ExprKind::Logical(_, a, b) => {
             for_each_expr_mut(a, f);
             for_each_expr_mut(b, f);

@@ -144,6 +144,37 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 arity(3)?;
                 self.atomic_cas(&args[0], vals[0], vals[1], vals[2], span)?
             }
+            Builtin::Mma => {
+                let elem = match arg_ty {
+                    Type::Frag(f) => f.elem,
+                    _ => return Err(internal("mma of a non-fragment", span)),
+                };
+                self.mma(&vals, elem, span)?
+            }
+            Builtin::Ldmatrix { count, trans } => {
+                arity(1)?;
+                self.ldmatrix(vals[0], count, trans, ty, span)?
+            }
+            Builtin::CpAsync { bytes } => {
+                self.cp_async(&vals, bytes, span)?;
+                return Ok(None);
+            }
+            Builtin::CpAsyncCommit => {
+                self.cp_async_commit(span)?;
+                return Ok(None);
+            }
+            Builtin::CpAsyncWait(groups) => {
+                self.cp_async_wait(groups, span)?;
+                return Ok(None);
+            }
+            Builtin::Prmt => {
+                arity(3)?;
+                self.intrinsic_value("llvm.nvvm.prmt", &[], &vals, span)?
+            }
+            Builtin::Lop3(lut) => {
+                arity(3)?;
+                self.lop3(&vals, lut, span)?
+            }
         };
         Ok(Some(v))
     }
@@ -243,7 +274,7 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             MathFn::Rsqrt => self.intrinsic_value("llvm.nvvm.rsqrt.approx.f", &[], &[x], span),
             // LLVM 22 has no NVVM tanh intrinsic; `llvm.tanh` lowers only under `afn` and
             // aborts without it, so the instruction is written out (sm_75+, PTX 7.0+).
-            MathFn::Tanh => self.pure_asm("tanh.approx.f32 $0, $1;", "=f,f", f32_ty, x, span),
+            MathFn::Tanh => self.pure_asm("tanh.approx.f32 $0, $1;", "=f,f", f32_ty, &[x], span),
             MathFn::Sin => self.intrinsic_value("llvm.nvvm.sin.approx.f", &[], &[x], span),
             MathFn::Cos => self.intrinsic_value("llvm.nvvm.cos.approx.f", &[], &[x], span),
             MathFn::Abs => self.intrinsic_value("llvm.fabs", &[f32_ty], &[x], span),
@@ -379,16 +410,18 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
         })
     }
 
-    /// A side-effect-free one-operand inline asm (LLVM may hoist, merge or drop it).
-    fn pure_asm(
+    /// A side-effect-free inline asm (LLVM may hoist, merge or drop it).
+    pub(super) fn pure_asm(
         &self,
         template: &str,
         constraints: &str,
         ret: BasicTypeEnum<'ctx>,
-        x: BasicValueEnum<'ctx>,
+        args: &[BasicValueEnum<'ctx>],
         span: Span,
     ) -> Result<BasicValueEnum<'ctx>> {
-        let fn_ty = ret.fn_type(&[x.get_type().into()], false);
+        let params: Vec<_> = args.iter().map(|a| a.get_type().into()).collect();
+        let args: Vec<_> = args.iter().map(|&a| a.into()).collect();
+        let fn_ty = ret.fn_type(&params, false);
         let asm = self.ctx.create_inline_asm(
             fn_ty,
             template.to_string(),
@@ -398,10 +431,7 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             None,
             false,
         );
-        let site = self
-            .b
-            .build_indirect_call(fn_ty, asm, &[x.into()], "")
-            .at(span)?;
+        let site = self.b.build_indirect_call(fn_ty, asm, &args, "").at(span)?;
         site.try_as_basic_value()
             .basic()
             .ok_or_else(|| internal("inline asm without a result", span))

@@ -50,6 +50,16 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             }
             ExprKind::Offset { base, index } => self.offset(base, index, span)?.into(),
             ExprKind::Load(ptr) => self.load(ptr)?,
+            ExprKind::VectorBuild(regs) if matches!(e.ty, Type::Frag(_)) => {
+                let Type::Frag(frag) = e.ty else {
+                    unreachable!("matched above")
+                };
+                let regs = regs
+                    .iter()
+                    .map(|r| self.value(r))
+                    .collect::<Result<Vec<_>>>()?;
+                self.frag_value(frag, &regs, span)?
+            }
             ExprKind::VectorBuild(lanes) => {
                 let ty = self.value_type(&e.ty, span)?.into_vector_type();
                 let mut v = ty.get_poison();
@@ -59,6 +69,16 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                     v = self.b.build_insert_element(v, x, idx, "").at(span)?;
                 }
                 v.into()
+            }
+            ExprKind::Extract(x, reg) if matches!(x.ty, Type::Frag(_)) => {
+                let v = self.value(x)?.into_array_value();
+                self.b
+                    .build_extract_value(v, u32::from(*reg), "")
+                    .at(span)?
+            }
+            ExprKind::Bitcast(x) => {
+                let v = self.value(x)?;
+                self.bitcast_to(v, &e.ty, span)?
             }
             ExprKind::Extract(x, lane) => {
                 let v = self.value(x)?.into_vector_value();
@@ -98,6 +118,10 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
 
     /// A constant of a scalar type (splatted for a vector type).
     fn constant(&self, c: &ConstValue, ty: &Type, span: Span) -> Result<BasicValueEnum<'ctx>> {
+        if let Type::Frag(frag) = ty {
+            let reg = self.constant(c, &frag.reg_type(), span)?;
+            return self.frag_splat(*frag, reg, span);
+        }
         let scalar_ty = self.value_type(&Type::Scalar(self.scalar_of(ty, span)?), span)?;
         let v: BasicValueEnum = match (c, scalar_ty) {
             (ConstValue::Bool(b), BasicTypeEnum::IntType(t)) => {

@@ -7,6 +7,7 @@ mod expr;
 mod ll;
 mod shared;
 mod stmt;
+mod tensor;
 mod types;
 
 use inkwell::attributes::AttributeLoc;

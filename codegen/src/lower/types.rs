@@ -69,6 +69,11 @@ impl<'ctx> Types<'ctx> {
                 _ => unreachable!("scalars are ints or floats"),
             },
             Type::View { space, .. } => self.ctx.ptr_type(address_space(*space)).into(),
+            // Registers only: an array of the fragment's registers, which SROA splits.
+            Type::Frag(f) => self
+                .of(&f.reg_type(), in_memory)?
+                .array_type(u32::from(f.regs()))
+                .into(),
         })
     }
 

@@ -7,6 +7,7 @@ mod kernels;
 mod emit;
 mod errors;
 mod ptxas;
+mod tensor;
 
 use zinc_codegen::{compile, Emit, Options, Output};
 use zinc_dsl::ir::Module;

@@ -8,12 +8,24 @@ use std::sync::OnceLock;
 use super::{kernels, ARCHS};
 use zinc_codegen::{compile, Emit, Options};
 
-fn ptxas() -> &'static Path {
+/// A CUDA tool (`ptxas`, `cuobjdump`, `nvdisasm`) from .tools/cuda/bin.
+pub fn tool(name: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let bin = ptxas().parent().unwrap().to_path_buf();
+    assert!(bin.starts_with(root));
+    bin.join(name)
+}
+
+pub fn ptxas() -> &'static Path {
     static PTXAS: OnceLock<PathBuf> = OnceLock::new();
     PTXAS.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         let path = root.join(".tools/cuda/bin/ptxas");
-        if !path.exists() {
+        // The installer puts all three tools there; run it when any is missing.
+        if !["ptxas", "cuobjdump", "nvdisasm"]
+            .iter()
+            .all(|t| path.with_file_name(t).exists())
+        {
             let status = Command::new(root.join("scripts/install-ptxas.sh"))
                 .status()
                 .expect("running scripts/install-ptxas.sh");

@@ -2,11 +2,12 @@
 
 use super::body::FnCx;
 use super::expr::{int_const, mk};
-use super::{suggest, types, ItemRef, Lookup, Res};
+use super::{eval_or_report, suggest, types, ItemRef, Lookup, Res};
 use crate::ast;
 use crate::diag::{Diagnostic, Span};
 use crate::ir::{
-    self, AtomicOp, BinOp, Builtin, FenceScope, FuncId, MathFn, Scalar, ShuffleMode, Type, VoteMode,
+    self, AtomicOp, BinOp, Builtin, ConstValue, FenceScope, Frag, FragRole, FuncId, MathFn, Scalar,
+    ShuffleMode, Space, Type, VoteMode,
 };
 
 /// A built-in function.
@@ -24,6 +25,15 @@ pub enum Name {
     Vote(VoteMode),
     Atomic(AtomicOp),
     AtomicCas,
+    Mma,
+    Ldmatrix(u8),
+    CpAsync,
+    CpAsyncCommit,
+    CpAsyncWait,
+    Prmt,
+    Lop3,
+    /// `frag(r0, r1, ...)`: the fragment type the context wants, from its registers.
+    Frag,
 }
 
 const TABLE: &[(&str, Name)] = &[
@@ -62,6 +72,16 @@ const TABLE: &[(&str, Name)] = &[
     ("atomic_xor", Name::Atomic(AtomicOp::Xor)),
     ("atomic_exch", Name::Atomic(AtomicOp::Exch)),
     ("atomic_cas", Name::AtomicCas),
+    ("mma", Name::Mma),
+    ("ldmatrix_x1", Name::Ldmatrix(1)),
+    ("ldmatrix_x2", Name::Ldmatrix(2)),
+    ("ldmatrix_x4", Name::Ldmatrix(4)),
+    ("cp_async", Name::CpAsync),
+    ("cp_async_commit", Name::CpAsyncCommit),
+    ("cp_async_wait", Name::CpAsyncWait),
+    ("prmt", Name::Prmt),
+    ("lop3", Name::Lop3),
+    ("frag", Name::Frag),
 ];
 
 pub fn lookup(name: &str) -> Option<Name> {
@@ -79,6 +99,9 @@ pub fn is_reserved(name: &str) -> bool {
             "lane",
             "warp",
             "void",
+            "frag_a",
+            "frag_b",
+            "frag_acc",
         ]
         .contains(&name)
         || Scalar::from_name(name).is_some()
@@ -379,7 +402,242 @@ impl FnCx<'_, '_> {
                     span,
                 ))
             }
+            Name::Mma => self.mma(args, span),
+            Name::Ldmatrix(count) => self.ldmatrix(name, count, args, span),
+            Name::CpAsync => self.cp_async(args, span),
+            Name::CpAsyncCommit => {
+                self.arity(name, args, 0, span)?;
+                Ok(mk(
+                    ir::ExprKind::Builtin(Builtin::CpAsyncCommit, vec![]),
+                    Type::Void,
+                    span,
+                ))
+            }
+            Name::CpAsyncWait => {
+                self.arity(name, args, 1, span)?;
+                let what = "the number of groups `cp_async_wait` leaves in flight";
+                let n = self.const_int(&args[0], Scalar::U32, what, 0..=7)?;
+                Ok(mk(
+                    ir::ExprKind::Builtin(Builtin::CpAsyncWait(n as u8), vec![]),
+                    Type::Void,
+                    span,
+                ))
+            }
+            Name::Prmt => {
+                self.arity(name, args, 3, span)?;
+                let u32_ty = Type::Scalar(Scalar::U32);
+                let checked: Vec<_> = args
+                    .iter()
+                    .map(|a| self.expect(a, &u32_ty, "an operand of `prmt`"))
+                    .collect();
+                let xs = checked.into_iter().collect::<Res<Vec<_>>>()?;
+                Ok(mk(ir::ExprKind::Builtin(Builtin::Prmt, xs), u32_ty, span))
+            }
+            Name::Lop3 => {
+                self.arity(name, args, 4, span)?;
+                let u32_ty = Type::Scalar(Scalar::U32);
+                let lut =
+                    self.const_int(&args[3], Scalar::U8, "the truth table of `lop3`", 0..=255);
+                let checked: Vec<_> = args[..3]
+                    .iter()
+                    .map(|a| self.expect(a, &u32_ty, "an operand of `lop3`"))
+                    .collect();
+                let xs = checked.into_iter().collect::<Res<Vec<_>>>()?;
+                let op = Builtin::Lop3(lut? as u8);
+                Ok(mk(ir::ExprKind::Builtin(op, xs), u32_ty, span))
+            }
+            Name::Frag => self.frag_build(args, want, span),
         }
+    }
+
+    /// A compile-time integer argument of type `s` within `range`.
+    fn const_int(
+        &mut self,
+        arg: &ast::Expr,
+        s: Scalar,
+        what: &str,
+        range: std::ops::RangeInclusive<i128>,
+    ) -> Res<i128> {
+        let x = self.expect(arg, &Type::Scalar(s), what)?;
+        match eval_or_report(self.ck, &x, what)? {
+            ConstValue::Int(v) if range.contains(&v) => Ok(v),
+            v => {
+                let d = Diagnostic::error(
+                    format!(
+                        "{what} must be in {}..={}, found {}",
+                        range.start(),
+                        range.end(),
+                        crate::print::const_text(&v)
+                    ),
+                    arg.span,
+                );
+                Err(self.error(d))
+            }
+        }
+    }
+
+    /// A fragment argument of `role`; its element type.
+    fn frag_arg(&mut self, arg: &ast::Expr, role: FragRole, what: &str) -> Res<ir::Expr> {
+        let x = self.value(arg, None)?;
+        match x.ty {
+            Type::Frag(f) if f.role == role => Ok(x),
+            _ => {
+                let want = Frag::new(role, Scalar::F16).map_or("", Frag::role_name);
+                let d = Diagnostic::error(
+                    format!(
+                        "{what} of `mma` must be a `{want}<..>` fragment, found `{}`",
+                        x.ty
+                    ),
+                    arg.span,
+                );
+                Err(self.error(d))
+            }
+        }
+    }
+
+    /// `mma(a, b, acc)`: m16n8k16 for f16/bf16, m16n8k32 for i8.
+    fn mma(&mut self, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
+        self.arity("mma", args, 3, span)?;
+        let a = self.frag_arg(&args[0], FragRole::A, "the first operand");
+        let b = self.frag_arg(&args[1], FragRole::B, "the second operand");
+        let (a, b) = (a?, b?);
+        let (Type::Frag(fa), Type::Frag(fb)) = (&a.ty, &b.ty) else {
+            unreachable!("frag_arg checks the types")
+        };
+        let (ea, eb) = (fa.elem, fb.elem);
+        if ea != eb {
+            let d = Diagnostic::error(
+                format!(
+                    "`mma` needs operands of one element type, found `{}` and `{}`",
+                    a.ty, b.ty
+                ),
+                span,
+            );
+            return Err(self.error(d));
+        }
+        let acc_ty = Type::Frag(Frag {
+            role: FragRole::Acc,
+            elem: Frag::acc_for(ea),
+        });
+        let what = format!("the accumulator of `mma` with `{}` operands", a.ty);
+        let acc = self.expect(&args[2], &acc_ty, &what)?;
+        Ok(mk(
+            ir::ExprKind::Builtin(Builtin::Mma, vec![a, b, acc]),
+            acc_ty,
+            span,
+        ))
+    }
+
+    /// `ldmatrix_xN(row, trans)`: `row` is this lane's row address in shared memory.
+    fn ldmatrix(&mut self, name: &str, count: u8, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
+        self.arity(name, args, 2, span)?;
+        let ptr = self.value(&args[0], None);
+        let trans = self.expect(&args[1], &Type::Scalar(Scalar::Bool), "`trans`");
+        let (ptr, trans) = (ptr?, trans?);
+        let trans = match eval_or_report(self.ck, &trans, "`trans`")? {
+            ConstValue::Bool(t) => t,
+            _ => return Err(self.bad_arg(name, "a constant `trans`", &trans)),
+        };
+        let elem = match &ptr.ty {
+            Type::View {
+                space: Space::Shared,
+                elem,
+                ..
+            } => elem
+                .scalar()
+                .filter(|s| matches!(s, Scalar::F16 | Scalar::Bf16 | Scalar::I8)),
+            _ => None,
+        };
+        let Some(elem) = elem else {
+            return Err(self.bad_arg(name, "a shared view of `f16`, `bf16` or `i8`", &ptr));
+        };
+        if trans && elem == Scalar::I8 {
+            let d = Diagnostic::error(
+                format!("`{name}` cannot transpose `i8` data: it moves 16-bit units"),
+                args[1].span,
+            );
+            return Err(self.error(d));
+        }
+        let ty = match count {
+            1 => Frag::new(FragRole::B, elem).map(Frag::reg_type),
+            2 => Frag::new(FragRole::B, elem).map(Type::Frag),
+            _ => Frag::new(FragRole::A, elem).map(Type::Frag),
+        };
+        let ty = ty.ok_or_else(|| self.bad_arg(name, "an operand element type", &ptr))?;
+        Ok(mk(
+            ir::ExprKind::Builtin(Builtin::Ldmatrix { count, trans }, vec![ptr]),
+            ty,
+            span,
+        ))
+    }
+
+    /// `cp_async(dst, src, bytes, valid)`.
+    fn cp_async(&mut self, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
+        self.arity("cp_async", args, 4, span)?;
+        let dst = self.value(&args[0], None);
+        let src = self.value(&args[1], None);
+        let bytes = self.const_int(&args[2], Scalar::U32, "the size of `cp_async`", 4..=16);
+        let valid = self.expect(
+            &args[3],
+            &Type::Scalar(Scalar::Bool),
+            "the `valid` flag of `cp_async`",
+        );
+        let (dst, src, bytes, valid) = (dst?, src?, bytes?, valid?);
+        if !matches!(
+            dst.ty,
+            Type::View {
+                space: Space::Shared,
+                mutable: true,
+                ..
+            }
+        ) {
+            return Err(self.bad_arg("cp_async", "a `shared mut` view as destination", &dst));
+        }
+        if !matches!(
+            src.ty,
+            Type::View {
+                space: Space::Global,
+                ..
+            }
+        ) {
+            return Err(self.bad_arg("cp_async", "a `global` view as source", &src));
+        }
+        if ![4, 8, 16].contains(&bytes) {
+            let d = Diagnostic::error(
+                format!("`cp_async` copies 4, 8 or 16 bytes, not {bytes}"),
+                args[2].span,
+            );
+            return Err(self.error(d));
+        }
+        Ok(mk(
+            ir::ExprKind::Builtin(
+                Builtin::CpAsync { bytes: bytes as u8 },
+                vec![dst, src, valid],
+            ),
+            Type::Void,
+            span,
+        ))
+    }
+
+    /// `frag(r0, ...)`: a fragment of the type the context wants, from its registers.
+    fn frag_build(&mut self, args: &[ast::Expr], want: Option<&Type>, span: Span) -> Res<ir::Expr> {
+        let Some(Type::Frag(frag)) = want else {
+            let d = Diagnostic::error(
+                "`frag(...)` builds the fragment type its context expects, and this context expects none",
+                span,
+            )
+            .with_note("declare it: `let b: frag_b<f16> = frag(r0, r1);`", None);
+            return Err(self.error(d));
+        };
+        let frag = *frag;
+        self.arity("frag", args, usize::from(frag.regs()), span)?;
+        let reg = frag.reg_type();
+        let checked: Vec<_> = args
+            .iter()
+            .map(|a| self.expect(a, &reg, "a fragment register"))
+            .collect();
+        let regs = checked.into_iter().collect::<Res<Vec<_>>>()?;
+        Ok(mk(ir::ExprKind::VectorBuild(regs), Type::Frag(frag), span))
     }
 
     fn bad_arg(&mut self, name: &str, need: &str, got: &ir::Expr) -> super::Reported {

@@ -112,6 +112,9 @@ impl FnCx<'_, '_> {
     }
 
     pub fn expr(&mut self, e: &ast::Expr, want: Option<&Type>) -> Res<ir::Expr> {
+        if let (Some(Type::Frag(frag)), true) = (want, e.is_untyped()) {
+            return self.frag_fill(e, *frag);
+        }
         match &e.kind {
             ExprKind::Int { value, suffix } => {
                 self.int_literal(*value, false, *suffix, want, e.span)
@@ -124,6 +127,18 @@ impl FnCx<'_, '_> {
             )),
             ExprKind::Name(n) => self.name(n, e.span),
             ExprKind::Field(base, field) => self.field(base, field, e.span),
+            ExprKind::Index(base, index) if !self.indexes_shared(e) => {
+                let b = self.value(base, None)?;
+                if let Type::Frag(frag) = b.ty {
+                    return self.frag_element(b, frag, index, e.span);
+                }
+                let place = self.view_place(b, base, index, e.span)?;
+                Ok(mk(
+                    ir::ExprKind::Load(Box::new(place.ptr)),
+                    place.elem,
+                    e.span,
+                ))
+            }
             ExprKind::Index(..) => {
                 let place = self.place(e)?;
                 Ok(mk(
@@ -175,6 +190,7 @@ impl FnCx<'_, '_> {
                 ))
             }
             ExprKind::Cast(inner, ty) => self.cast(inner, ty, e.span),
+            ExprKind::Bitcast(inner, ty) => self.bitcast(inner, ty, e.span),
             ExprKind::Intrinsic { ty, name, args } => {
                 let ty = types::resolve(self.ck, ty, types::Usage::Foreign)?;
                 if !name.value.starts_with("llvm.") {
@@ -459,9 +475,33 @@ impl FnCx<'_, '_> {
             unreachable!("place() is only called on index expressions")
         };
         let b = self.value(base, None)?;
+        self.view_place(b, base, index, e.span)
+    }
+
+    /// Whether the index expression `e` indexes a shared array (`s[i][j]`).
+    fn indexes_shared(&self, e: &ast::Expr) -> bool {
+        let mut root = e;
+        while let ExprKind::Index(base, _) = &root.kind {
+            root = base;
+        }
+        matches!(&root.kind, ExprKind::Name(n) if matches!(self.lookup(n), Some(Binding::Shared(_))))
+    }
+
+    /// The element `b[index]` of the checked view `b`.
+    fn view_place(
+        &mut self,
+        b: ir::Expr,
+        base: &ast::Expr,
+        index: &ast::Expr,
+        span: Span,
+    ) -> Res<Place> {
         let Type::View { elem, mutable, .. } = b.ty.clone() else {
+            let why = match b.ty {
+                Type::Frag(_) => "fragment elements can be read but not written; build a new fragment with `frag(...)`",
+                _ => "only views and shared arrays can be indexed",
+            };
             let d = Diagnostic::error(
-                format!("cannot index a value of type `{}`; only views and shared arrays can be indexed", b.ty),
+                format!("cannot index a value of type `{}` here; {why}", b.ty),
                 base.span,
             );
             return Err(self.error(d));
@@ -481,7 +521,7 @@ impl FnCx<'_, '_> {
                 index: Box::new(index),
             },
             ty,
-            e.span,
+            span,
         );
         Ok(Place {
             ptr,
@@ -602,6 +642,70 @@ impl FnCx<'_, '_> {
             None => Diagnostic::error("cannot write through a read-only view", span),
         };
         Err(self.error(d))
+    }
+
+    /// A literal where a fragment is wanted: every element of the fragment has its value.
+    fn frag_fill(&mut self, e: &ast::Expr, frag: ir::Frag) -> Res<ir::Expr> {
+        let x = self.value(e, Some(&Type::Scalar(frag.elem)))?;
+        let ir::ExprKind::Const(c) = x.kind else {
+            let d = Diagnostic::error(
+                "a fragment can only be filled with a single literal",
+                e.span,
+            );
+            return Err(self.error(d));
+        };
+        Ok(mk(ir::ExprKind::Const(c), Type::Frag(frag), e.span))
+    }
+
+    /// `f[i]` of a fragment: register `i` (an element of an accumulator), `i` a constant.
+    fn frag_element(
+        &mut self,
+        f: ir::Expr,
+        frag: ir::Frag,
+        index: &ast::Expr,
+        span: Span,
+    ) -> Res<ir::Expr> {
+        let i = self.index(index)?;
+        let n = frag.regs();
+        let what = "a fragment index";
+        match super::eval_or_report(self.ck, &i, what)? {
+            ConstValue::Int(k) if (0..i128::from(n)).contains(&k) => Ok(mk(
+                ir::ExprKind::Extract(Box::new(f), k as u8),
+                frag.reg_type(),
+                span,
+            )),
+            _ => {
+                let d = Diagnostic::error(
+                    format!("`{}` has {n} registers: the index must be below {n}", f.ty),
+                    index.span,
+                );
+                Err(self.error(d))
+            }
+        }
+    }
+
+    /// `bitcast<T>(x)`: the same bits as another scalar or vector type of the same size.
+    fn bitcast(&mut self, inner: &ast::Expr, ty: &ast::TypeExpr, span: Span) -> Res<ir::Expr> {
+        let to = types::resolve(self.ck, ty, types::Usage::Cast);
+        let x = self.value(inner, None)?;
+        let to = to?;
+        let plain = |t: &Type| match t {
+            Type::Scalar(s) | Type::Vector(s, _) => *s != Scalar::Bool,
+            _ => false,
+        };
+        if !plain(&x.ty) || !plain(&to) || x.ty.size() != to.size() {
+            let d = Diagnostic::error(
+                format!(
+                    "cannot bitcast `{}` ({} bytes) to `{to}` ({} bytes): bitcasts reinterpret non-bool scalars and vectors of one size",
+                    x.ty,
+                    x.ty.size(),
+                    to.size()
+                ),
+                span,
+            );
+            return Err(self.error(d));
+        }
+        Ok(mk(ir::ExprKind::Bitcast(Box::new(x)), to, span))
     }
 
     fn unary(

@@ -161,9 +161,11 @@ fn expr(e: &mut ir::Expr, f: &mut dyn FnMut(&mut ir::Expr)) {
     match &mut e.kind {
         ExprKind::Const(_) | ExprKind::Var(_) | ExprKind::SharedArray(_) | ExprKind::Special(_) => {
         }
-        ExprKind::Unary(_, x) | ExprKind::Cast(x) | ExprKind::Load(x) | ExprKind::Extract(x, _) => {
-            expr(x, f)
-        }
+        ExprKind::Unary(_, x)
+        | ExprKind::Cast(x)
+        | ExprKind::Bitcast(x)
+        | ExprKind::Load(x)
+        | ExprKind::Extract(x, _) => expr(x, f),
         ExprKind::Binary(_, a, b) | ExprKind::Logical(_, a, b) => {
             expr(a, f);
             expr(b, f);

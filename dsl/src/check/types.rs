@@ -3,7 +3,7 @@
 use super::{suggest, Checker, Res};
 use crate::ast::TypeExpr;
 use crate::diag::Diagnostic;
-use crate::ir::{Scalar, Space, Type};
+use crate::ir::{Frag, FragRole, Scalar, Space, Type};
 
 /// Where a type is written; each place admits different types.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -34,6 +34,16 @@ pub fn vector_type(name: &str) -> Option<(Scalar, u8)> {
         .map(|s| (s, lanes))
 }
 
+/// `frag_a` -> A, for the fragment type constructors.
+pub fn frag_role(name: &str) -> Option<FragRole> {
+    match name {
+        "frag_a" => Some(FragRole::A),
+        "frag_b" => Some(FragRole::B),
+        "frag_acc" => Some(FragRole::Acc),
+        _ => None,
+    }
+}
+
 fn type_names() -> Vec<String> {
     let mut names: Vec<String> = Scalar::ALL.iter().map(|s| s.name().to_string()).collect();
     for s in Scalar::ALL.iter().filter(|s| **s != Scalar::Bool) {
@@ -62,6 +72,34 @@ pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
                 return Err(ck.error(d));
             }
         }
+        TypeExpr::Generic { name, arg, span } => {
+            let Some(role) = frag_role(&name.name) else {
+                let d =
+                    Diagnostic::error(format!("unknown generic type `{}`", name.name), name.span)
+                        .with_note(
+                            "the generic types are `frag_a`, `frag_b` and `frag_acc`",
+                            None,
+                        );
+                return Err(ck.error(d));
+            };
+            let elem = resolve(ck, arg, Usage::SharedElem)?;
+            let frag = elem.scalar().and_then(|s| Frag::new(role, s));
+            let Some(frag) = frag else {
+                let allowed = match role {
+                    FragRole::Acc => "`f32` or `i32`",
+                    _ => "`f16`, `bf16` or `i8`",
+                };
+                let d = Diagnostic::error(
+                    format!(
+                        "`{}<{elem}>` is not a fragment type: its element must be {allowed}",
+                        name.name
+                    ),
+                    *span,
+                );
+                return Err(ck.error(d));
+            };
+            Type::Frag(frag)
+        }
         TypeExpr::View {
             space,
             mutable,
@@ -80,6 +118,7 @@ pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
         (Type::Scalar(_), _) => true,
         (Type::Void, u) => u == Usage::Foreign,
         (Type::Vector(..), u) => !matches!(u, Usage::Const | Usage::CtParam | Usage::KernelParam),
+        (Type::Frag(_), u) => matches!(u, Usage::FnParam | Usage::FnResult | Usage::Local),
         (Type::View { space, .. }, u) => match u {
             Usage::KernelParam => *space == Space::Global,
             Usage::FnParam | Usage::FnResult | Usage::Local => true,
@@ -97,6 +136,9 @@ pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
         (Usage::Const | Usage::CtParam, _) => "constants must have a scalar type",
         (Usage::Cast, _) => "casts convert scalars and vectors only",
         (Usage::SharedElem, _) => "elements must be scalars or vectors",
+        (_, Type::Frag(_)) => {
+            "fragments live in registers: locals, parameters and results of functions"
+        }
         _ => "this type is not allowed here",
     };
     Err(ck.error(Diagnostic::error(

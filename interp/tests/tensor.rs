@@ -1,0 +1,329 @@
+//! Tensor-core fragments, ldmatrix, mma, cp.async groups and the packed helpers, against plain
+//! Rust references.
+
+use half::{bf16, f16};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use zinc_dsl::Compilation;
+use zinc_interp::{Access, Arg, Buffer, ErrorKind, InterpError, Interpreter, Value};
+
+fn compile(src: &str) -> Compilation {
+    zinc_dsl::compile_source("tensor.tile", src, &[], &|_| None)
+        .unwrap_or_else(|f| panic!("{}", f.render()))
+}
+
+fn launch(c: &Compilation, kernel: &str, args: &mut [Arg]) -> Result<(), InterpError> {
+    Interpreter::new(&c.module)
+        .sources(&c.sources)
+        .launch(kernel, args)
+}
+
+/// One warp: C (16 x 8) = 2 A (16 x K) B, B given transposed as bt (8 x K); both tiles go through
+/// cp.async, ldmatrix and two accumulating mmas. H is half a row: 16 bytes.
+const MMA: &str = "
+kernel mma_T(a: global [T], bt: global [T], c: global mut [ACC]) grid(1) block(32) {
+    shared sa: [16][K] T;
+    shared sb: [8][K] T;
+    let row = lane / 2;
+    let col = lane % 2 * H;
+    cp_async(sa + (row * K + col), a + (row * K + col), 16, true);
+    if lane < 16 {
+        cp_async(sb + (row * K + col), bt + (row * K + col), 16, true);
+    }
+    cp_async_commit();
+    cp_async_wait(0);
+    barrier();
+    let fa = ldmatrix_x4(sa + (lane % 16 * K + lane / 16 * H), false);
+    let fb = ldmatrix_x2(sb + (lane % 8 * K + lane / 8 % 2 * H), false);
+    var acc: frag_acc<ACC> = 0;
+    acc = mma(fa, fb, acc);
+    acc = mma(fa, fb, acc);
+    let r = lane / 4;
+    let cc = lane % 4 * 2;
+    c[r * 8 + cc] = acc[0];
+    c[r * 8 + cc + 1] = acc[1];
+    c[(r + 8) * 8 + cc] = acc[2];
+    c[(r + 8) * 8 + cc + 1] = acc[3];
+}";
+
+fn mma_source(elem: &str, acc: &str, k: usize) -> String {
+    MMA.replace("ACC", acc)
+        .replace('T', elem)
+        .replace('K', &k.to_string())
+        .replace('H', &(k / 2).to_string())
+}
+
+/// 2 A B^T for A (16 x k) and bt (8 x k), row-major.
+fn reference(a: &[f64], bt: &[f64], k: usize) -> Vec<f64> {
+    let mut c = vec![0.0; 16 * 8];
+    for i in 0..16 {
+        for j in 0..8 {
+            c[i * 8 + j] = 2.0 * (0..k).map(|kk| a[i * k + kk] * bt[j * k + kk]).sum::<f64>();
+        }
+    }
+    c
+}
+
+fn random(n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+fn check_float_mma(elem: &str, to_buffer: impl Fn(&[f32]) -> (Buffer, Vec<f64>)) {
+    let c = compile(&mma_source(elem, "f32", 16));
+    let (a, a64) = to_buffer(&random(16 * 16, 1));
+    let (bt, bt64) = to_buffer(&random(8 * 16, 2));
+    let mut args = [
+        Arg::Buffer(a),
+        Arg::Buffer(bt),
+        Arg::Buffer(Buffer::from_f32(&[0.0; 128])),
+    ];
+    launch(&c, &format!("mma_{elem}"), &mut args).unwrap();
+    let got = args[2].buffer().unwrap().to_f32();
+    for (i, (g, w)) in got.iter().zip(reference(&a64, &bt64, 16)).enumerate() {
+        assert!(
+            (*g as f64 - w).abs() <= 1e-5 * w.abs().max(1.0),
+            "C[{i}]: {g} vs {w}"
+        );
+    }
+}
+
+#[test]
+fn f16_mma_fed_by_ldmatrix_matches_the_reference() {
+    check_float_mma("f16", |x| {
+        let h: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+        let exact = h.iter().map(|v| v.to_f64()).collect();
+        (Buffer::from_f16(&h), exact)
+    });
+}
+
+#[test]
+fn bf16_mma_fed_by_ldmatrix_matches_the_reference() {
+    check_float_mma("bf16", |x| {
+        let h: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+        let exact = h.iter().map(|v| v.to_f64()).collect();
+        (Buffer::from_bf16(&h), exact)
+    });
+}
+
+#[test]
+fn s8_mma_is_exact() {
+    let c = compile(&mma_source("i8", "i32", 32));
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut ints = |n| -> Vec<i8> { (0..n).map(|_| rng.random_range(-128..=127)).collect() };
+    let (a, bt) = (ints(16 * 32), ints(8 * 32));
+    let wide = |v: &[i8]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+    let want = reference(&wide(&a), &wide(&bt), 32);
+    let mut args = [
+        Arg::Buffer(Buffer::from_slice(&a)),
+        Arg::Buffer(Buffer::from_slice(&bt)),
+        Arg::Buffer(Buffer::from_i32(&[0; 128])),
+    ];
+    launch(&c, "mma_i8", &mut args).unwrap();
+    let got: Vec<f64> = args[2]
+        .buffer()
+        .unwrap()
+        .to_i32()
+        .iter()
+        .map(|&x| f64::from(x))
+        .collect();
+    assert_eq!(got, want);
+}
+
+/// B given as [16][8] row-major (k rows): the transposing ldmatrix makes the B fragment.
+const MMA_TRANS: &str = "
+kernel mma_trans(a: global [f16], b: global [f16], c: global mut [f32]) grid(1) block(32) {
+    shared sa: [16][16] f16;
+    shared sb: [16][8] f16;
+    cp_async(sa + lane * 8, a + lane * 8, 16, true);
+    if lane < 16 {
+        cp_async(sb + lane * 8, b + lane * 8, 16, true);
+    }
+    cp_async_commit();
+    cp_async_wait(0);
+    barrier();
+    let fa = ldmatrix_x4(sa + (lane % 16 * 16 + lane / 16 * 8), false);
+    let fb = ldmatrix_x2(sb + lane % 16 * 8, true);
+    let acc = mma(fa, fb, 0.5);
+    let r = lane / 4;
+    let cc = lane % 4 * 2;
+    for i in 0..4u32 {
+        c[(r + i / 2 * 8) * 8 + cc + i % 2] = select(i == 0, acc[0], select(i == 1, acc[1], select(i == 2, acc[2], acc[3])));
+    }
+}";
+
+#[test]
+fn transposed_ldmatrix_gives_the_b_fragment_of_a_row_major_b() {
+    let c = compile(MMA_TRANS);
+    let a: Vec<f16> = random(256, 4).iter().map(|&v| f16::from_f32(v)).collect();
+    let b: Vec<f16> = random(128, 5).iter().map(|&v| f16::from_f32(v)).collect();
+    let mut args = [
+        Arg::Buffer(Buffer::from_f16(&a)),
+        Arg::Buffer(Buffer::from_f16(&b)),
+        Arg::Buffer(Buffer::from_f32(&[0.0; 128])),
+    ];
+    launch(&c, "mma_trans", &mut args).unwrap();
+    let got = args[2].buffer().unwrap().to_f32();
+    for i in 0..16 {
+        for j in 0..8 {
+            let want: f64 = 0.5
+                + (0..16)
+                    .map(|k| a[i * 16 + k].to_f64() * b[k * 8 + j].to_f64())
+                    .sum::<f64>();
+            let g = got[i * 8 + j] as f64;
+            assert!((g - want).abs() <= 1e-5, "C[{i}][{j}]: {g} vs {want}");
+        }
+    }
+}
+
+const EARLY_READ: &str = "
+kernel early(x: global [f32], y: global mut [f32]) grid(1) block(32) {
+    shared s: [32] f32;
+    cp_async(s + lane, x + lane, 4, true);
+    cp_async_commit();
+    WAIT
+    y[lane] = s[lane];
+}";
+
+#[test]
+fn reading_a_copy_before_its_wait_is_an_error_naming_both_lines() {
+    let xs: Vec<f32> = (0..32).map(|i| i as f32).collect();
+    let args = || {
+        [
+            Arg::Buffer(Buffer::from_f32(&xs)),
+            Arg::Buffer(Buffer::from_f32(&[0.0; 32])),
+        ]
+    };
+    let c = compile(&EARLY_READ.replace("WAIT", ""));
+    let err = launch(&c, "early", &mut args()).unwrap_err();
+    let ErrorKind::CopyInFlight {
+        array,
+        index,
+        access,
+        issued,
+        ..
+    } = err.kind()
+    else {
+        panic!("expected a copy in flight, got: {err}");
+    };
+    assert_eq!((array.as_str(), *index, *access), ("s", 0, Access::Read));
+    assert_eq!(issued.at.line_col.unwrap().0, 4);
+    assert_eq!(err.location().unwrap().line_col.unwrap().0, 7);
+
+    // A wait that leaves the group in flight does not help either.
+    let c = compile(&EARLY_READ.replace("WAIT", "cp_async_wait(1);"));
+    assert!(launch(&c, "early", &mut args()).is_err());
+
+    let c = compile(&EARLY_READ.replace("WAIT", "cp_async_wait(0);"));
+    let mut done = args();
+    launch(&c, "early", &mut done).unwrap();
+    assert_eq!(done[1].buffer().unwrap().to_f32(), xs);
+}
+
+#[test]
+fn another_threads_copy_needs_a_barrier_after_the_wait() {
+    let src = "
+kernel neighbour(x: global [f32], y: global mut [f32]) grid(1) block(32) {
+    shared s: [32] f32;
+    cp_async(s + lane, x + lane, 4, true);
+    cp_async_commit();
+    cp_async_wait(0);
+    BARRIER
+    y[lane] = s[31 - lane];
+}";
+    let xs: Vec<f32> = (0..32).map(|i| i as f32).collect();
+    let args = || {
+        [
+            Arg::Buffer(Buffer::from_f32(&xs)),
+            Arg::Buffer(Buffer::from_f32(&[0.0; 32])),
+        ]
+    };
+    let c = compile(&src.replace("BARRIER", ""));
+    let err = launch(&c, "neighbour", &mut args()).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::SharedRace { .. }), "{err}");
+    let c = compile(&src.replace("BARRIER", "barrier();"));
+    let mut done = args();
+    launch(&c, "neighbour", &mut done).unwrap();
+    let want: Vec<f32> = xs.iter().rev().copied().collect();
+    assert_eq!(done[1].buffer().unwrap().to_f32(), want);
+}
+
+#[test]
+fn invalid_copies_fill_zeros_without_reading_the_source() {
+    let src = "
+kernel ragged(x: global [f32], y: global mut [f32], n: u32) grid(1) block(32) {
+    shared s: [32] f32;
+    // Out-of-range lanes point past the end of x, which is never read.
+    cp_async(s + lane, x + lane, 4, lane < n);
+    cp_async_commit();
+    cp_async_wait(0);
+    y[lane] = s[lane];
+}";
+    let c = compile(src);
+    let mut args = [
+        Arg::Buffer(Buffer::from_f32(&[7.0; 20])),
+        Arg::Buffer(Buffer::from_f32(&[1.0; 32])),
+        Arg::Scalar(Value::U32(20)),
+    ];
+    launch(&c, "ragged", &mut args).unwrap();
+    let got = args[1].buffer().unwrap().to_f32();
+    assert_eq!(&got[..20], &[7.0; 20]);
+    assert_eq!(&got[20..], &[0.0; 12]);
+}
+
+#[test]
+fn misaligned_copies_are_errors() {
+    let src = "
+kernel skew(x: global [f32], y: global mut [f32]) grid(1) block(1) {
+    shared s: [8] f32;
+    cp_async(s + 1, x, 16, true);
+    cp_async_commit();
+    cp_async_wait(0);
+    y[0] = s[1];
+}";
+    let c = compile(src);
+    let mut args = [
+        Arg::Buffer(Buffer::from_f32(&[0.0; 8])),
+        Arg::Buffer(Buffer::from_f32(&[0.0; 1])),
+    ];
+    let err = launch(&c, "skew", &mut args).unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::Misaligned { align: 16, .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn prmt_lop3_and_bitcast_follow_ptx() {
+    let src = "
+kernel bits(x: global [u32], y: global mut [u32]) grid(1) block(1) {
+    y[0] = prmt(x[0], x[1], 0x5140u32);
+    y[1] = prmt(x[0], x[1], 0x000Bu32);
+    y[2] = lop3(x[0], x[1], x[2], 0xE8);
+    let h = bitcast<f16x2>(x[3]);
+    y[3] = bitcast<u32>(h * h);
+    y[4] = bitcast<u32>(fma(h, h, h));
+}";
+    let c = compile(src);
+    let one_two =
+        u32::from(f16::from_f32(1.5).to_bits()) | u32::from(f16::from_f32(-2.0).to_bits()) << 16;
+    let x = [0x4433_2211u32, 0x8877_6655, 0x0f0f_0f0f, one_two];
+    let mut args = [
+        Arg::Buffer(Buffer::from_u32(&x)),
+        Arg::Buffer(Buffer::from_u32(&[0; 5])),
+    ];
+    launch(&c, "bits", &mut args).unwrap();
+    let y = args[1].buffer().unwrap().to_u32();
+    // Selector 0x5140: bytes a0, b0, a1, b1 interleaved.
+    assert_eq!(y[0], 0x6622_5511);
+    // Nibble 0xB: byte 3 (0x44) with its sign replicated (0x00); the rest select a0 = 0x11.
+    assert_eq!(y[1], 0x1111_1100);
+    // 0xE8 is the majority function.
+    let maj = (x[0] & x[1]) | (x[0] & x[2]) | (x[1] & x[2]);
+    assert_eq!(y[2], maj);
+    let pair = |lo: f32, hi: f32| {
+        u32::from(f16::from_f32(lo).to_bits()) | u32::from(f16::from_f32(hi).to_bits()) << 16
+    };
+    assert_eq!(y[3], pair(2.25, 4.0));
+    assert_eq!(y[4], pair(3.75, 2.0));
+}
