@@ -1,0 +1,247 @@
+//! Compiles the kernel library with zinc's own compiler and embeds it in the engine.
+//!
+//! Every `.tile` file directly under `kernels/` is a kernel family (files under `kernels/lib/` are
+//! only imported). Each family is compiled with its defaults, plus once per line naming it in
+//! `kernels/variants.txt`, for every arch in `ZINC_ARCHS` (default below). The result is
+//! `$OUT_DIR/kernels.rs`: a static table, per arch, of PTX modules (one per family and variant,
+//! pulled in with `include_str!`) and each kernel's launch manifest, which `src/registry.rs`
+//! includes. A compile error fails the build with the compiler's rendered diagnostics.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use zinc_codegen::{CodegenError, Emit, Options};
+
+const DEFAULT_ARCHS: &str = "sm_89,sm_90,sm_120";
+const VARIANTS_FILE: &str = "variants.txt";
+
+fn main() {
+    if let Err(message) = run() {
+        eprintln!("{message}");
+        std::process::exit(1);
+    }
+}
+
+/// One compilation of a family: its defaults, or a variant's `-D` overrides.
+struct Job {
+    family: String,
+    path: PathBuf,
+    /// `NAME=VALUE,...` as named in registry keys; None for the defaults.
+    variant: Option<String>,
+}
+
+impl Job {
+    /// The registry key of one of this job's kernels: `kernel` or `kernel@VARIANT`.
+    fn key(&self, kernel: &str) -> String {
+        match &self.variant {
+            None => kernel.to_string(),
+            Some(v) => format!("{kernel}@{v}"),
+        }
+    }
+
+    fn defines(&self) -> Vec<(String, String)> {
+        self.variant.as_deref().map_or_else(Vec::new, parse_defines)
+    }
+}
+
+/// One compiled module for one arch.
+struct Module {
+    key: String,
+    ptx_path: PathBuf,
+    /// (registry key, manifest JSON) per kernel.
+    kernels: Vec<(String, String)>,
+}
+
+fn run() -> Result<(), String> {
+    let root = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
+    let out_dir = PathBuf::from(env("OUT_DIR")?);
+    let kernels_dir = root.join("kernels");
+    println!("cargo:rerun-if-changed=kernels");
+    println!("cargo:rerun-if-env-changed=ZINC_ARCHS");
+
+    let archs = std::env::var("ZINC_ARCHS").unwrap_or_else(|_| DEFAULT_ARCHS.to_string());
+    let options = archs
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(|a| Options::new(a, None).map_err(|e| format!("ZINC_ARCHS: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if options.is_empty() {
+        return Err("ZINC_ARCHS names no arch".to_string());
+    }
+
+    let jobs = jobs(&kernels_dir)?;
+    let mut table: Vec<(&str, Vec<Module>)> =
+        options.iter().map(|o| (o.arch.name, Vec::new())).collect();
+    for job in &jobs {
+        let compilation = zinc_dsl::compile_file(&job.path, &job.defines()).map_err(|f| {
+            format!(
+                "error: kernel family `{}` does not compile:\n{}",
+                job.family,
+                f.render()
+            )
+        })?;
+        for (opts, (arch, modules)) in options.iter().zip(&mut table) {
+            let output = zinc_codegen::compile(&compilation.module, opts, Emit::Ptx)
+                .map_err(|e| codegen_failure(job, arch, e, &compilation.sources))?;
+            let key = job.key(&job.family);
+            let dir = out_dir.join("kernels").join(arch);
+            fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            let ptx_path = dir.join(format!("{key}.ptx"));
+            fs::write(&ptx_path, &output.text)
+                .map_err(|e| format!("writing {}: {e}", ptx_path.display()))?;
+            modules.push(Module {
+                key,
+                ptx_path,
+                kernels: output
+                    .kernels
+                    .iter()
+                    .map(|k| (job.key(&k.name), k.to_json()))
+                    .collect(),
+            });
+        }
+    }
+    check_unique_keys(&table)?;
+    let generated = out_dir.join("kernels.rs");
+    fs::write(&generated, render_table(&table))
+        .map_err(|e| format!("writing {}: {e}", generated.display()))
+}
+
+fn env(name: &str) -> Result<String, String> {
+    std::env::var(name).map_err(|_| format!("{name} is not set"))
+}
+
+/// The families under `kernels/` (sorted, for a reproducible table) and their variants.
+fn jobs(kernels_dir: &Path) -> Result<Vec<Job>, String> {
+    let entries =
+        fs::read_dir(kernels_dir).map_err(|e| format!("reading {}: {e}", kernels_dir.display()))?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "tile"))
+        .collect();
+    files.sort();
+    let mut jobs: Vec<Job> = files
+        .into_iter()
+        .map(|path| Job {
+            family: path
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+            path,
+            variant: None,
+        })
+        .collect();
+
+    let variants_path = kernels_dir.join(VARIANTS_FILE);
+    let text = fs::read_to_string(&variants_path)
+        .map_err(|e| format!("reading {}: {e}", variants_path.display()))?;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if line.is_empty() {
+            continue;
+        }
+        let at = || format!("{}:{}", variants_path.display(), i + 1);
+        let (family, defines) = line
+            .split_once(char::is_whitespace)
+            .ok_or_else(|| format!("{}: expected `FAMILY NAME=VALUE[,NAME=VALUE...]`", at()))?;
+        let defines: String = defines.chars().filter(|c| !c.is_whitespace()).collect();
+        if defines.split(',').any(|d| {
+            d.split_once('=')
+                .is_none_or(|(n, v)| n.is_empty() || v.is_empty())
+        }) {
+            return Err(format!(
+                "{}: `{defines}` is not NAME=VALUE[,NAME=VALUE...]",
+                at()
+            ));
+        }
+        let path = jobs
+            .iter()
+            .find(|j| j.family == family)
+            .map(|j| j.path.clone())
+            .ok_or_else(|| {
+                format!(
+                    "{}: no kernel family `{family}` (kernels/{family}.tile)",
+                    at()
+                )
+            })?;
+        jobs.push(Job {
+            family: family.to_string(),
+            path,
+            variant: Some(defines),
+        });
+    }
+    Ok(jobs)
+}
+
+fn parse_defines(variant: &str) -> Vec<(String, String)> {
+    variant
+        .split(',')
+        .filter_map(|d| d.split_once('='))
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect()
+}
+
+fn codegen_failure(
+    job: &Job,
+    arch: &str,
+    error: CodegenError,
+    sources: &zinc_dsl::diag::SourceMap,
+) -> String {
+    let detail = match &error {
+        CodegenError::Diagnostics(diags) => diags
+            .iter()
+            .map(|d| zinc_dsl::render(d, sources))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    };
+    let name = job.key(&job.family);
+    format!("error: kernel family `{name}` does not compile for {arch}:\n{detail}")
+}
+
+fn check_unique_keys(table: &[(&str, Vec<Module>)]) -> Result<(), String> {
+    let Some((_, modules)) = table.first() else {
+        return Ok(());
+    };
+    let mut keys: Vec<&str> = modules
+        .iter()
+        .flat_map(|m| m.kernels.iter().map(|(k, _)| k.as_str()))
+        .collect();
+    keys.sort_unstable();
+    match keys.windows(2).find(|w| w[0] == w[1]) {
+        Some(dup) => Err(format!(
+            "error: kernel `{}` is defined by two families under kernels/",
+            dup[0]
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The generated Rust: `static EMBEDDED: &[EmbeddedArch]` (types in src/registry.rs).
+fn render_table(table: &[(&str, Vec<Module>)]) -> String {
+    let mut s = String::from("// Generated by build.rs from kernels/; do not edit.\n");
+    s.push_str("static EMBEDDED: &[EmbeddedArch] = &[\n");
+    for (arch, modules) in table {
+        let _ = writeln!(s, "    EmbeddedArch {{ arch: {arch:?}, modules: &[");
+        for m in modules {
+            let _ = writeln!(
+                s,
+                "        EmbeddedModule {{ name: {:?}, ptx: include_str!({:?}), kernels: &[",
+                m.key,
+                m.ptx_path.display().to_string()
+            );
+            for (key, manifest) in &m.kernels {
+                let _ = writeln!(
+                    s,
+                    "            EmbeddedKernel {{ name: {key:?}, manifest: {manifest:?} }},"
+                );
+            }
+            s.push_str("        ] },\n");
+        }
+        s.push_str("    ] },\n");
+    }
+    s.push_str("];\n");
+    s
+}

@@ -1,0 +1,460 @@
+//! `zinc bench-kernels [FILTER] [--shapes ...] [--json FILE] [--tune]`: times kernels against their
+//! baselines in the same run.
+//!
+//! Each figure is the median of many CUDA-event timings after warm-up. Every run reads a different
+//! copy of its inputs, from enough copies that together they exceed twice the L2, so no run finds
+//! its inputs cached by the previous one. GEMMs are compared with cuBLAS fp16 at the same shape,
+//! memory-bound kernels with a device-to-device copy moving the same number of bytes.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use zinc_runtime::half::f16;
+use zinc_runtime::{time_median_ms, Blas, DeviceBuffer, RuntimeError, Stream};
+
+use crate::harness::{self, DeviceCase, OutBuf};
+use crate::registry::Registry;
+use crate::specs::{spec_for, Baseline, Cost, Shape, Spec};
+
+/// Roughly how long each measurement runs; the iteration count follows from a probe.
+const TARGET_MS: f32 = 200.0;
+const MIN_ITERS: usize = 20;
+const MAX_ITERS: usize = 1000;
+/// Tiny working sets stay in L2 whatever the rotation; this bounds their copies.
+const MAX_SETS: usize = 64;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Only kernels whose name contains FILTER.
+    filter: Option<String>,
+    /// Shapes to time instead of each kernel's defaults, e.g. `2048x4096,512x4096x14336`; a
+    /// kernel runs those of its rank (rows x cols, n, or T x N x K).
+    #[arg(long, value_delimiter = ',')]
+    shapes: Vec<Shape>,
+    /// Also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Also time every variant (`kernel@NAME=VALUE,...`) and report the fastest per shape.
+    #[arg(long)]
+    tune: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    device: String,
+    arch: String,
+    kernels_arch: String,
+    l2_bytes: u64,
+    results: Vec<Row>,
+    fastest: Vec<Fastest>,
+}
+
+/// One kernel at one shape, beside its baseline.
+#[derive(Serialize)]
+struct Row {
+    kernel: String,
+    shape: Vec<usize>,
+    shape_desc: String,
+    /// "TFLOP/s" or "GB/s".
+    unit: &'static str,
+    median_us: Option<f64>,
+    rate: Option<f64>,
+    /// Copies of the inputs cycled through.
+    sets: Option<usize>,
+    baseline: &'static str,
+    baseline_us: Option<f64>,
+    baseline_rate: Option<f64>,
+    /// Baseline time over kernel time: above 1, the kernel is faster.
+    ratio: Option<f64>,
+    error: Option<String>,
+}
+
+/// The fastest variant of a kernel at one shape (`--tune`).
+#[derive(Serialize)]
+struct Fastest {
+    kernel: String,
+    shape_desc: String,
+    variant: String,
+    median_us: f64,
+}
+
+#[derive(Clone, Copy)]
+struct Timed {
+    us: f64,
+    sets: usize,
+}
+
+/// Baselines are shared by the kernels and variants that need the same one.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum BaselineKey {
+    Gemm(Vec<usize>),
+    CopyBytes(u64),
+}
+
+struct Bench<'d> {
+    registry: Registry<'d>,
+    stream: Stream,
+    l2_bytes: u64,
+    blas: Option<Blas>,
+    baselines: HashMap<BaselineKey, Result<Timed, String>>,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let device = harness::open_device()?;
+    let registry = harness::open_registry(&device)?;
+    println!("{}", harness::device_line(&device, &registry));
+    let props = device.props();
+    let mut bench = Bench {
+        stream: device.default_stream(),
+        l2_bytes: props.l2_bytes,
+        registry,
+        blas: None,
+        baselines: HashMap::new(),
+    };
+
+    let names: Vec<&str> = bench
+        .registry
+        .names()
+        .filter(|n| args.filter.as_deref().is_none_or(|f| n.contains(f)))
+        .filter(|n| args.tune || !n.contains('@'))
+        .collect();
+    print_header();
+    let mut rows = Vec::new();
+    for name in names {
+        let Some(spec) = spec_for(name) else {
+            continue;
+        };
+        for shape in spec.shapes(&args.shapes, spec.bench_shapes()) {
+            let row = bench.row(name, spec, &shape);
+            print_row(&row);
+            rows.push(row);
+        }
+    }
+    anyhow::ensure!(!rows.is_empty(), "no kernel and shape match the filter");
+    let fastest = if args.tune {
+        fastest_variants(&rows)
+    } else {
+        vec![]
+    };
+    for f in &fastest {
+        println!(
+            "fastest {} at {}: {} ({:.1} us)",
+            f.kernel, f.shape_desc, f.variant, f.median_us
+        );
+    }
+
+    let failed = rows.iter().filter(|r| r.error.is_some()).count();
+    if let Some(path) = &args.json {
+        let report = Report {
+            device: props.name.clone(),
+            arch: props.arch(),
+            kernels_arch: bench.registry.arch().to_string(),
+            l2_bytes: props.l2_bytes,
+            results: rows,
+            fastest,
+        };
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    anyhow::ensure!(failed == 0, "{failed} measurements failed");
+    Ok(())
+}
+
+impl Bench<'_> {
+    fn row(&mut self, name: &str, spec: &Spec, shape: &Shape) -> Row {
+        let inputs = harness::random_inputs(spec, shape);
+        let kernel = self.time_kernel(name, spec, shape, &inputs);
+        let baseline = self.baseline(spec, shape, &inputs);
+        let (unit, work) = match spec.cost(shape) {
+            Cost::Flops(f) => ("TFLOP/s", f / 1e12),
+            Cost::Bytes(b) => ("GB/s", b / 1e9),
+        };
+        let rate = |t: &Timed| work / (t.us * 1e-6);
+        let error = match (&kernel, &baseline) {
+            (Err(e), _) => Some(format!("{e:#}")),
+            (Ok(_), Err(e)) => Some(format!("baseline: {e}")),
+            _ => None,
+        };
+        let kernel = kernel.ok();
+        let baseline = baseline.ok();
+        Row {
+            kernel: name.to_string(),
+            shape: shape.0.clone(),
+            shape_desc: spec.describe(shape),
+            unit,
+            median_us: kernel.map(|t| t.us),
+            rate: kernel.as_ref().map(rate),
+            sets: kernel.map(|t| t.sets),
+            baseline: match spec.baseline() {
+                Baseline::CublasF16 => "cuBLAS f16",
+                Baseline::Copy => "D2D copy",
+            },
+            baseline_us: baseline.map(|t| t.us),
+            baseline_rate: baseline.as_ref().map(rate),
+            ratio: kernel.zip(baseline).map(|(k, b)| b.us / k.us),
+            error,
+        }
+    }
+
+    fn time_kernel(
+        &self,
+        name: &str,
+        spec: &Spec,
+        shape: &Shape,
+        inputs: &[Vec<f32>],
+    ) -> Result<Timed> {
+        let kernel = self.registry.kernel(name)?;
+        let stream = &self.stream;
+        let sets = rotation_sets(inputs.iter().map(|v| 4 * v.len()).sum(), self.l2_bytes);
+        let mut cases = (0..sets)
+            .map(|_| {
+                let output = OutBuf::alloc(stream, spec.out, spec.output_len(shape))?;
+                DeviceCase::upload(stream, inputs, output, spec.scalars(shape))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let us = time_rotating(stream, sets, |i| cases[i].launch(&kernel, stream))?;
+        Ok(Timed { us, sets })
+    }
+
+    /// The baseline for a kernel at a shape, measured on first use.
+    fn baseline(
+        &mut self,
+        spec: &Spec,
+        shape: &Shape,
+        inputs: &[Vec<f32>],
+    ) -> Result<Timed, String> {
+        let key = match (spec.baseline(), spec.cost(shape)) {
+            (Baseline::CublasF16, _) => BaselineKey::Gemm(shape.0.clone()),
+            (Baseline::Copy, Cost::Bytes(b)) => BaselineKey::CopyBytes(b as u64),
+            (Baseline::Copy, Cost::Flops(_)) => {
+                return Err("no copy baseline for a flop count".into())
+            }
+        };
+        if let Some(timed) = self.baselines.get(&key) {
+            return timed.clone();
+        }
+        let timed = match &key {
+            BaselineKey::Gemm(dims) => self.time_cublas(dims, inputs),
+            BaselineKey::CopyBytes(bytes) => self.time_copy(*bytes as usize),
+        }
+        .map_err(|e| format!("{e:#}"));
+        self.baselines.insert(key, timed.clone());
+        timed
+    }
+
+    /// cuBLAS fp16 `Y[T][N] = X[T][K] · W[N][K]^T` with f16 output, on the kernel's inputs.
+    fn time_cublas(&mut self, dims: &[usize], inputs: &[Vec<f32>]) -> Result<Timed> {
+        let [t, n, k] = dims.try_into().context("a GEMM shape is T x N x K")?;
+        let blas = match self.blas.take() {
+            Some(blas) => blas,
+            None => Blas::new(&self.stream)?,
+        };
+        let blas = self.blas.insert(blas);
+        let stream = &self.stream;
+        let to_f16 = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
+        let (x, w) = (to_f16(&inputs[0]), to_f16(&inputs[1]));
+        let sets = rotation_sets(2 * (x.len() + w.len()), self.l2_bytes);
+        let mut buffers = (0..sets)
+            .map(|_| {
+                Ok((
+                    stream.upload(&x)?,
+                    stream.upload(&w)?,
+                    stream.alloc::<f16>(t * n)?,
+                ))
+            })
+            .collect::<Result<Vec<(DeviceBuffer<f16>, DeviceBuffer<f16>, DeviceBuffer<f16>)>>>()?;
+        let us = time_rotating(stream, sets, |i| {
+            let (x, w, y) = &mut buffers[i];
+            blas.gemm_f16(t, n, k, x, w, y)
+        })?;
+        Ok(Timed { us, sets })
+    }
+
+    /// A device-to-device copy whose read plus write traffic is `traffic` bytes.
+    fn time_copy(&self, traffic: usize) -> Result<Timed> {
+        let stream = &self.stream;
+        let half = (traffic / 2).max(1);
+        let sets = rotation_sets(half, self.l2_bytes);
+        let mut buffers = (0..sets)
+            .map(|_| Ok((stream.alloc::<u8>(half)?, stream.alloc::<u8>(half)?)))
+            .collect::<Result<Vec<(DeviceBuffer<u8>, DeviceBuffer<u8>)>>>()?;
+        let us = time_rotating(stream, sets, |i| {
+            let (src, dst) = &mut buffers[i];
+            stream
+                .cuda()
+                .memcpy_dtod(&src.view(), &mut dst.view_mut())
+                .map_err(|source| RuntimeError::Driver {
+                    during: "copying device to device",
+                    source,
+                })
+        })?;
+        Ok(Timed { us, sets })
+    }
+}
+
+/// How many copies of a working set of `set_bytes` to cycle through so that together they
+/// exceed twice the L2 (at most [`MAX_SETS`]).
+fn rotation_sets(set_bytes: usize, l2_bytes: u64) -> usize {
+    let twice_l2 = 2 * usize::try_from(l2_bytes).unwrap_or(usize::MAX / 2);
+    (twice_l2 / set_bytes.max(1) + 1).min(MAX_SETS)
+}
+
+/// The median time of `run(set)` in microseconds, cycling through `sets`: a probe sizes the
+/// iteration count to about [`TARGET_MS`], a tenth of it warms up.
+fn time_rotating(
+    stream: &Stream,
+    sets: usize,
+    mut run: impl FnMut(usize) -> zinc_runtime::Result<()>,
+) -> Result<f64> {
+    let mut next = 0;
+    let mut work = || {
+        let result = run(next % sets);
+        next += 1;
+        result
+    };
+    let probe_ms = time_median_ms(stream, 1, 3, &mut work)?;
+    let iters = iterations(probe_ms);
+    let ms = time_median_ms(stream, iters / 10 + 2, iters, &mut work)?;
+    Ok(f64::from(ms) * 1e3)
+}
+
+fn iterations(probe_ms: f32) -> usize {
+    ((TARGET_MS / probe_ms.max(1e-4)) as usize).clamp(MIN_ITERS, MAX_ITERS)
+}
+
+/// Per base kernel and shape with several variants timed, the fastest.
+fn fastest_variants(rows: &[Row]) -> Vec<Fastest> {
+    let mut best: Vec<Fastest> = Vec::new();
+    for row in rows {
+        let Some(us) = row.median_us else { continue };
+        let base = row.kernel.split('@').next().unwrap_or(&row.kernel);
+        match best
+            .iter_mut()
+            .find(|f| f.kernel == base && f.shape_desc == row.shape_desc)
+        {
+            Some(f) if us < f.median_us => {
+                f.variant = row.kernel.clone();
+                f.median_us = us;
+            }
+            Some(_) => {}
+            None => best.push(Fastest {
+                kernel: base.to_string(),
+                shape_desc: row.shape_desc.clone(),
+                variant: row.kernel.clone(),
+                median_us: us,
+            }),
+        }
+    }
+    let variants = |f: &Fastest| {
+        rows.iter()
+            .filter(|r| {
+                r.shape_desc == f.shape_desc && r.kernel.split('@').next() == Some(&f.kernel)
+            })
+            .count()
+    };
+    best.retain(|f| variants(f) > 1);
+    best
+}
+
+const COLUMNS: [&str; 9] = [
+    "kernel",
+    "shape",
+    "median us",
+    "rate",
+    "unit",
+    "baseline",
+    "base us",
+    "base rate",
+    "vs base",
+];
+
+fn print_header() {
+    let [a, b, c, d, e, f, g, h, i] = COLUMNS;
+    println!("{a:<24} {b:<24} {c:>11} {d:>9} {e:<8} {f:<10} {g:>11} {h:>9} {i:>8}");
+}
+
+/// Printed as soon as measured, so progress shows.
+fn print_row(row: &Row) {
+    let opt =
+        |v: Option<f64>, prec: usize| v.map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"));
+    println!(
+        "{:<24} {:<24} {:>11} {:>9} {:<8} {:<10} {:>11} {:>9} {:>8}{}",
+        row.kernel,
+        row.shape_desc,
+        opt(row.median_us, 1),
+        opt(row.rate, 1),
+        row.unit,
+        row.baseline,
+        opt(row.baseline_us, 1),
+        opt(row.baseline_rate, 1),
+        row.ratio
+            .map_or_else(|| "-".to_string(), |r| format!("{r:.3}x")),
+        row.error
+            .as_ref()
+            .map_or_else(String::new, |e| format!("  ERROR: {e}")),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn rotation_exceeds_twice_the_l2() {
+        let l2 = 60 * MIB as u64;
+        for set in [2 * MIB, 16 * MIB, 40 * MIB, 75 * MIB, 120 * MIB, 235 * MIB] {
+            let sets = rotation_sets(set, l2);
+            assert!(sets * set > 2 * 60 * MIB, "{set}: {sets}");
+            // One fewer copy would not do.
+            assert!((sets - 1) * set <= 2 * 60 * MIB, "{set}: {sets}");
+        }
+        assert_eq!(rotation_sets(8, l2), MAX_SETS);
+    }
+
+    #[test]
+    fn iteration_counts_follow_the_probe() {
+        assert_eq!(iterations(100.0), MIN_ITERS);
+        assert_eq!(iterations(1.0), 200);
+        assert_eq!(iterations(0.0), MAX_ITERS);
+    }
+
+    fn row(kernel: &str, shape: &str, us: Option<f64>) -> Row {
+        Row {
+            kernel: kernel.into(),
+            shape: vec![],
+            shape_desc: shape.into(),
+            unit: "TFLOP/s",
+            median_us: us,
+            rate: None,
+            sets: None,
+            baseline: "cuBLAS f16",
+            baseline_us: None,
+            baseline_rate: None,
+            ratio: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn tuning_picks_the_fastest_variant_per_shape() {
+        let rows = [
+            row("gemm_simt", "a", Some(10.0)),
+            row("gemm_simt@BM=128,BN=64", "a", Some(8.0)),
+            row("gemm_simt", "b", Some(5.0)),
+            row("gemm_simt@BM=128,BN=64", "b", Some(6.0)),
+            row("gemm_simt@BM=128,BN=64", "c", None),
+            row("rmsnorm_f32", "a", Some(1.0)),
+        ];
+        let fastest = fastest_variants(&rows);
+        let best: Vec<(&str, &str)> = fastest
+            .iter()
+            .map(|f| (f.shape_desc.as_str(), f.variant.as_str()))
+            .collect();
+        assert_eq!(best, [("a", "gemm_simt@BM=128,BN=64"), ("b", "gemm_simt")]);
+    }
+}

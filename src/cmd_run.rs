@@ -1,0 +1,230 @@
+//! `zinc run --cpu [-m FILE.gguf] -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]
+//! [--chat]`: generate text, streaming tokens to stdout and speeds to stderr.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use zinc_models::chat::{render_chat, Message};
+use zinc_models::forward::Model;
+use zinc_models::gguf::{Gguf, GgufError};
+use zinc_models::sampler::{Sampler, SamplerConfig};
+use zinc_models::tokenizer::{Tokenizer, Vocab};
+
+/// Where scripts/fetch-gemma3-270m.sh puts the project's default model.
+const DEFAULT_MODEL: &str = ".models/gemma-3-270m-q4_k_m.gguf";
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Run on the CPU reference forward pass (the GPU engine is not built yet).
+    #[arg(long)]
+    cpu: bool,
+    /// The GGUF model [default: .models/gemma-3-270m-q4_k_m.gguf].
+    #[arg(short = 'm', long = "model")]
+    model: Option<PathBuf>,
+    /// The prompt.
+    #[arg(short = 'p', long)]
+    prompt: String,
+    /// Maximum number of tokens to generate.
+    #[arg(short = 'n', long = "n-predict", default_value_t = 128)]
+    n_predict: usize,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temp: f32,
+    /// Sample among the K most likely tokens only; 0 disables.
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    /// Sample among the most likely tokens whose probabilities sum to P; 1 disables.
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    /// Seed of the sampler's random numbers.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Wrap the prompt in the model's chat template as one user turn.
+    #[arg(long)]
+    chat: bool,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    if !args.cpu {
+        eprintln!("the GPU engine is not built yet; use --cpu");
+        std::process::exit(2);
+    }
+    let path = args
+        .model
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_MODEL));
+    if args.model.is_none() && !path.exists() {
+        bail!("the default model {DEFAULT_MODEL} is absent: run scripts/fetch-gemma3-270m.sh, or pass -m FILE.gguf");
+    }
+    let context = || format!("reading {}", path.display());
+    let gguf = Gguf::open(&path).with_context(context)?;
+    let tokenizer = Tokenizer::new(vocab(&gguf).with_context(context)?).with_context(context)?;
+    let mut model = Model::from_gguf(&gguf).with_context(context)?;
+
+    let prompt = if args.chat {
+        chat_prompt(&gguf, &tokenizer, &args.prompt)?
+    } else {
+        args.prompt.clone()
+    };
+    let mut ids = tokenizer.encode(&prompt, true, true);
+    // Chat templates write BOS themselves; do not double it.
+    if ids.len() > 1 && ids[0] == ids[1] && Some(ids[0]) == tokenizer.bos() {
+        ids.remove(0);
+    }
+
+    let mut sampler = Sampler::new(SamplerConfig {
+        temperature: args.temp,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        seed: args.seed,
+    });
+    let start = Instant::now();
+    let mut logits = model.forward(&ids, 0)?;
+    let prefill = start.elapsed();
+
+    let mut out = std::io::stdout().lock();
+    let mut text = Utf8Stream::default();
+    let (mut decode, mut decoded) = (Duration::ZERO, 0usize);
+    for i in 0..args.n_predict {
+        let token = sampler.sample(&logits);
+        if tokenizer.is_eog(token) {
+            break;
+        }
+        out.write_all(text.push(tokenizer.token_to_piece(token)).as_bytes())?;
+        out.flush()?;
+        if i + 1 < args.n_predict {
+            let step = Instant::now();
+            logits = model.forward(&[token], model.position())?;
+            decode += step.elapsed();
+            decoded += 1;
+        }
+    }
+    writeln!(out, "{}", text.finish())?;
+    eprintln!(
+        "prefill: {} tokens in {:.2} s ({:.1} tok/s); decode: {decoded} tokens in {:.2} s ({:.1} tok/s)",
+        ids.len(),
+        prefill.as_secs_f64(),
+        ids.len() as f64 / prefill.as_secs_f64(),
+        decode.as_secs_f64(),
+        decoded as f64 / decode.as_secs_f64().max(f64::MIN_POSITIVE),
+    );
+    Ok(())
+}
+
+/// `prompt` as the one user turn of the model's chat template, ready for the reply.
+fn chat_prompt(gguf: &Gguf, tokenizer: &Tokenizer, prompt: &str) -> Result<String> {
+    let template = gguf
+        .get_opt::<&str>("tokenizer.chat_template")?
+        .context("the model has no chat template (tokenizer.chat_template); run without --chat")?;
+    let text = |id: Option<u32>| {
+        id.and_then(|id| tokenizer.token_text(id))
+            .unwrap_or_default()
+    };
+    let rendered = render_chat(
+        template,
+        &[Message::new("user", prompt)],
+        true,
+        text(tokenizer.bos()),
+        text(tokenizer.eos()),
+    )?;
+    Ok(rendered)
+}
+
+/// The tokenizer's vocabulary from the file's `tokenizer.ggml.*` metadata.
+fn vocab(g: &Gguf) -> Result<Vocab, GgufError> {
+    let key = |k: &str| format!("tokenizer.ggml.{k}");
+    let id = |k: &str| g.get_opt::<u32>(&key(k));
+    let flag = |k: &str| g.get_opt::<bool>(&key(k));
+    Ok(Vocab {
+        model: g.get_str(&key("model"))?.to_string(),
+        pre: g.get_opt::<&str>(&key("pre"))?.map(str::to_string),
+        tokens: g.get_str_array(&key("tokens"))?.to_vec(),
+        scores: g
+            .get_opt::<&[f32]>(&key("scores"))?
+            .unwrap_or_default()
+            .to_vec(),
+        token_types: g
+            .get_opt::<&[i32]>(&key("token_type"))?
+            .unwrap_or_default()
+            .to_vec(),
+        merges: g
+            .get_opt::<&[String]>(&key("merges"))?
+            .unwrap_or_default()
+            .to_vec(),
+        bos: id("bos_token_id")?,
+        eos: id("eos_token_id")?,
+        eot: id("eot_token_id")?,
+        eom: id("eom_token_id")?,
+        unk: id("unknown_token_id")?,
+        pad: id("padding_token_id")?,
+        add_bos: flag("add_bos_token")?,
+        add_eos: flag("add_eos_token")?,
+        add_space_prefix: flag("add_space_prefix")?,
+    })
+}
+
+/// Turns token pieces into text as they come: a character split across tokens waits for its
+/// remaining bytes; bytes that can never be valid UTF-8 become U+FFFD.
+#[derive(Default)]
+struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    /// Appends `bytes` and returns all text completed so far.
+    fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut text = String::new();
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(s) => {
+                    text.push_str(s);
+                    self.pending.clear();
+                    return text;
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    text.push_str(
+                        std::str::from_utf8(&self.pending[..valid]).expect("checked prefix"),
+                    );
+                    match e.error_len() {
+                        // An incomplete character at the end: keep it for the next piece.
+                        None => {
+                            self.pending.drain(..valid);
+                            return text;
+                        }
+                        Some(bad) => {
+                            text.push(char::REPLACEMENT_CHARACTER);
+                            self.pending.drain(..valid + bad);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whatever is left when generation ends.
+    fn finish(self) -> String {
+        String::from_utf8_lossy(&self.pending).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Utf8Stream;
+
+    #[test]
+    fn utf8_stream_joins_split_characters() {
+        let mut s = Utf8Stream::default();
+        let euro = "€".as_bytes(); // three bytes
+        assert_eq!(s.push(b"a"), "a");
+        assert_eq!(s.push(&euro[..1]), "");
+        assert_eq!(s.push(&euro[1..2]), "");
+        assert_eq!(s.push(&[euro[2], b'b']), "€b");
+        assert_eq!(s.push(&[0xff, b'c']), "\u{fffd}c");
+        assert_eq!(s.push(&euro[..2]), "");
+        assert_eq!(s.finish(), "\u{fffd}");
+    }
+}

@@ -1,0 +1,349 @@
+//! `zinc selftest [FILTER] [--shapes ...]`: runs every registered kernel on random non-zero inputs
+//! and compares its output with the f64 CPU reference.
+
+use anyhow::{bail, Context, Result};
+use zinc_runtime::Stream;
+
+use crate::harness::{self, DeviceCase, OutBuf};
+use crate::registry::Registry;
+use crate::specs::{spec_for, Shape, Spec};
+
+/// Extra poisoned elements after each output: a kernel writing past its end disturbs them.
+const GUARD: usize = 64;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Only kernels whose name contains FILTER.
+    filter: Option<String>,
+    /// Shapes to run instead of each kernel's defaults, e.g. `37x1000,513x257x300`; a kernel runs
+    /// those of its rank (rows x cols, n, or T x N x K).
+    #[arg(long, value_delimiter = ',')]
+    shapes: Vec<Shape>,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let device = harness::open_device()?;
+    let registry = harness::open_registry(&device)?;
+    let stream = device.default_stream();
+    println!("{}", harness::device_line(&device, &registry));
+
+    let names: Vec<&str> = registry
+        .names()
+        .filter(|n| args.filter.as_deref().is_none_or(|f| n.contains(f)))
+        .collect();
+    let mut rows = Vec::new();
+    for name in names {
+        let Some(spec) = spec_for(name) else {
+            rows.push(Row::failed(name, "-", "no CPU reference in src/specs.rs"));
+            continue;
+        };
+        for shape in spec.shapes(&args.shapes, spec.selftest_shapes()) {
+            let outcome =
+                check(&registry, &stream, name, spec, &shape).map_err(|e| format!("{e:#}"));
+            rows.push(Row {
+                kernel: name.to_string(),
+                shape: spec.describe(&shape),
+                tolerance: spec.tolerance(),
+                outcome,
+            });
+        }
+    }
+    if rows.is_empty() {
+        bail!("no kernel and shape match the filter");
+    }
+    print_table(&rows);
+    let failed = rows.iter().filter(|r| !r.passed()).count();
+    if failed > 0 {
+        bail!("{failed} of {} kernel checks failed", rows.len());
+    }
+    println!("all {} kernel checks passed", rows.len());
+    Ok(())
+}
+
+fn check(
+    registry: &Registry,
+    stream: &Stream,
+    name: &str,
+    spec: &Spec,
+    shape: &Shape,
+) -> Result<Errors> {
+    let kernel = registry.kernel(name)?;
+    let inputs = harness::random_inputs(spec, shape);
+    let len = spec.output_len(shape);
+    let output = OutBuf::poisoned(stream, spec.out, len + GUARD)?;
+    let mut case = DeviceCase::upload(stream, &inputs, output, spec.scalars(shape))?;
+    case.launch(&kernel, stream).context("launch")?;
+    // The download waits for the kernel, so a fault in it surfaces here.
+    let got = case
+        .output
+        .download_f64(stream)
+        .context("running the kernel")?;
+    let want = spec.reference(shape, &inputs);
+    Ok(Errors::new(&got[..len], &want, &got[len..]))
+}
+
+/// A kernel output compared with its reference.
+#[derive(Debug, PartialEq)]
+struct Errors {
+    max_abs: f64,
+    /// The largest error relative to the largest reference magnitude: unlike a per-element ratio
+    /// it stays meaningful for outputs near zero (GEMM sums of random signs).
+    max_rel: f64,
+    /// Elements still NaN from the poisoning.
+    unwritten: usize,
+    /// Elements written but infinite or NaN.
+    non_finite: usize,
+    /// Guard elements past the end that were overwritten.
+    past_end: usize,
+}
+
+impl Errors {
+    fn new(got: &[f64], want: &[f64], guard: &[f64]) -> Errors {
+        let mut e = Errors {
+            max_abs: 0.0,
+            max_rel: 0.0,
+            unwritten: 0,
+            non_finite: 0,
+            past_end: guard.iter().filter(|v| !v.is_nan()).count(),
+        };
+        for (&g, &w) in got.iter().zip(want) {
+            if g.is_nan() {
+                e.unwritten += 1;
+            } else if !g.is_finite() {
+                e.non_finite += 1;
+            } else {
+                e.max_abs = e.max_abs.max((g - w).abs());
+            }
+        }
+        let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
+        e.max_rel = e.max_abs / scale.max(f64::MIN_POSITIVE);
+        e
+    }
+
+    fn passes(&self, tolerance: f64) -> bool {
+        self.unwritten == 0
+            && self.non_finite == 0
+            && self.past_end == 0
+            && self.max_rel <= tolerance
+    }
+
+    /// "pass", or "FAIL" and why.
+    fn verdict(&self, tolerance: f64) -> String {
+        if self.passes(tolerance) {
+            return "pass".to_string();
+        }
+        let mut why = vec![];
+        if self.unwritten > 0 {
+            why.push(format!("{} not written", self.unwritten));
+        }
+        if self.non_finite > 0 {
+            why.push(format!("{} non-finite", self.non_finite));
+        }
+        if self.past_end > 0 {
+            why.push(format!("{} written past the end", self.past_end));
+        }
+        if self.max_rel > tolerance {
+            why.push("error above tolerance".to_string());
+        }
+        format!("FAIL ({})", why.join(", "))
+    }
+}
+
+struct Row {
+    kernel: String,
+    shape: String,
+    tolerance: f64,
+    outcome: Result<Errors, String>,
+}
+
+impl Row {
+    fn failed(kernel: &str, shape: &str, why: &str) -> Row {
+        Row {
+            kernel: kernel.to_string(),
+            shape: shape.to_string(),
+            tolerance: 0.0,
+            outcome: Err(why.to_string()),
+        }
+    }
+
+    fn passed(&self) -> bool {
+        matches!(&self.outcome, Ok(e) if e.passes(self.tolerance))
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    let kw = rows
+        .iter()
+        .map(|r| r.kernel.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
+    let sw = rows.iter().map(|r| r.shape.len()).max().unwrap_or(0).max(5);
+    println!(
+        "{:<kw$}  {:<sw$}  {:>10}  {:>10}  {:>8}  result",
+        "kernel", "shape", "max abs", "max rel", "tol"
+    );
+    for r in rows {
+        match &r.outcome {
+            Ok(e) => println!(
+                "{:<kw$}  {:<sw$}  {:>10.3e}  {:>10.3e}  {:>8.0e}  {}",
+                r.kernel,
+                r.shape,
+                e.max_abs,
+                e.max_rel,
+                r.tolerance,
+                e.verdict(r.tolerance)
+            ),
+            Err(why) => println!("{:<kw$}  {:<sw$}  FAIL: {why}", r.kernel, r.shape),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use zinc_interp::{Arg, Buffer, Interpreter, Value};
+    use zinc_runtime::half::f16;
+    use zinc_runtime::ScalarValue;
+
+    use super::*;
+    use crate::specs::{Op, OutElem};
+
+    #[test]
+    fn errors_catch_unwritten_non_finite_and_overruns() {
+        let want = [1.0, -2.0, 4.0];
+        let exact = Errors::new(&[1.0, -2.0, 4.0], &want, &[f64::NAN]);
+        assert!(exact.passes(0.0));
+        let off = Errors::new(&[1.0, -2.0, 4.04], &want, &[f64::NAN]);
+        assert!((off.max_rel - 0.01).abs() < 1e-12);
+        assert!(off.passes(0.02) && !off.passes(0.005));
+        let holes = Errors::new(&[f64::NAN, f64::INFINITY, 4.0], &want, &[0.0, f64::NAN]);
+        assert_eq!(
+            (holes.unwritten, holes.non_finite, holes.past_end),
+            (1, 1, 1)
+        );
+        assert_eq!(
+            holes.verdict(1.0),
+            "FAIL (1 not written, 1 non-finite, 1 written past the end)"
+        );
+    }
+
+    /// Small shapes for the CPU interpreter, which runs every thread of every block.
+    fn interp_shapes(spec: &Spec) -> &'static [&'static [usize]] {
+        match spec.op {
+            Op::RmsNorm => &[&[1, 1], &[3, 100], &[2, 600]],
+            Op::Softmax => &[&[3, 1], &[4, 77], &[2, 700]],
+            Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &[&[1], &[1000]],
+            Op::Gemm => &[&[1, 1, 1], &[17, 33, 5], &[67, 131, 40]],
+        }
+    }
+
+    /// Every family file under kernels/ with its defaults.
+    fn compile_families() -> Vec<(PathBuf, zinc_dsl::Compilation)> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "tile"))
+            .collect();
+        files.sort();
+        files
+            .into_iter()
+            .map(|f| {
+                let c = compile(&f, "");
+                (f, c)
+            })
+            .collect()
+    }
+
+    /// `file` compiled with a variant's overrides (`BM=128,BN=64`).
+    fn compile(file: &Path, variant: &str) -> zinc_dsl::Compilation {
+        let defines: Vec<(String, String)> = variant
+            .split(',')
+            .filter_map(|d| d.split_once('='))
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        zinc_dsl::compile_file(file, &defines).unwrap_or_else(|e| panic!("{}", e.render()))
+    }
+
+    fn interp_value(v: ScalarValue) -> Value {
+        match v {
+            ScalarValue::U32(x) => Value::U32(x),
+            ScalarValue::F32(x) => Value::F32(x),
+            other => panic!("no interpreter value for {other:?}"),
+        }
+    }
+
+    /// Every embedded kernel and variant, run by the CPU interpreter (which also catches
+    /// out-of-bounds accesses, divergent barriers and shared-memory races), against its reference.
+    #[test]
+    fn kernels_match_their_references_in_the_interpreter() {
+        let families = compile_families();
+        let names = crate::registry::embedded()[0]
+            .modules
+            .iter()
+            .flat_map(|m| m.kernels.iter().map(|k| k.name));
+        for name in names {
+            let (base, variant) = name.split_once('@').unwrap_or((name, ""));
+            let (file, defaults) = families
+                .iter()
+                .find(|(_, c)| c.module.functions.iter().any(|f| f.name == base))
+                .unwrap_or_else(|| panic!("no family defines `{base}`"));
+            let specialized;
+            let c = if variant.is_empty() {
+                defaults
+            } else {
+                specialized = compile(file, variant);
+                &specialized
+            };
+            let spec = spec_for(name).unwrap();
+            for dims in interp_shapes(spec) {
+                let shape = Shape(dims.to_vec());
+                let inputs = harness::random_inputs(spec, &shape);
+                let len = spec.output_len(&shape);
+                let mut args: Vec<Arg> = inputs
+                    .iter()
+                    .map(|v| Arg::ReadOnly(Buffer::from_f32(v)))
+                    .collect();
+                args.push(Arg::Buffer(match spec.out {
+                    OutElem::F32 => Buffer::from_f32(&vec![f32::NAN; len + GUARD]),
+                    OutElem::F16 => Buffer::from_f16(&vec![f16::NAN; len + GUARD]),
+                }));
+                args.extend(
+                    spec.scalars(&shape)
+                        .into_iter()
+                        .map(|v| Arg::Scalar(interp_value(v))),
+                );
+                Interpreter::new(&c.module)
+                    .sources(&c.sources)
+                    .launch(base, &mut args)
+                    .unwrap_or_else(|e| panic!("{name} at {shape}: {e}"));
+                let out = args[inputs.len()].buffer().unwrap();
+                let got: Vec<f64> = match spec.out {
+                    OutElem::F32 => out.to_f32().into_iter().map(f64::from).collect(),
+                    OutElem::F16 => out.to_f16().into_iter().map(f64::from).collect(),
+                };
+                let errors =
+                    Errors::new(&got[..len], &spec.reference(&shape, &inputs), &got[len..]);
+                assert!(
+                    errors.passes(spec.tolerance()),
+                    "{name} at {shape}: {errors:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn without_a_gpu_selftest_fails_cleanly() {
+        if zinc_runtime::driver_present() {
+            return;
+        }
+        let args = Args {
+            filter: None,
+            shapes: vec![],
+        };
+        let msg = format!("{:#}", run(&args).unwrap_err());
+        assert_eq!(msg.lines().count(), 1, "{msg}");
+    }
+}

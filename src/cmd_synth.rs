@@ -1,0 +1,205 @@
+//! `zinc synth --preset NAME [--layers N] [--tiny] [--seed S] -o FILE.gguf` and
+//! `zinc synth --list`: synthetic real-shape Q4_K_M models.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use zinc_models::synth::{preset, presets, Config, Preset, Synth};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The model shape to write (see --list).
+    #[arg(long, required_unless_present = "list")]
+    preset: Option<String>,
+    /// Override the number of layers (keeps the real widths).
+    #[arg(long)]
+    layers: Option<u32>,
+    /// Same architecture and tensor names at tiny widths, for tests.
+    #[arg(long)]
+    tiny: bool,
+    /// Seed of the random weights; the same seed writes the same bytes.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Output file.
+    #[arg(short, long, required_unless_present = "list")]
+    output: Option<PathBuf>,
+    /// List the presets with their key figures.
+    #[arg(long, conflicts_with_all = ["preset", "output"])]
+    list: bool,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    if args.list {
+        print!("{}", list());
+        return Ok(());
+    }
+    let (Some(name), Some(output)) = (&args.preset, &args.output) else {
+        bail!("--preset and -o are required");
+    };
+    let Some(p) = preset(name) else {
+        let names: Vec<&str> = presets().iter().map(|p| p.name).collect();
+        bail!("unknown preset `{name}`; known: {}", names.join(", "));
+    };
+    let mut config = if args.tiny { p.config.tiny() } else { p.config };
+    if let Some(n) = args.layers {
+        config.n_layer = n;
+    }
+    let label = format!(
+        "{} (synthetic{})",
+        p.model,
+        if args.tiny { ", tiny" } else { "" }
+    );
+    let synth = Synth::new(&label, config)?;
+
+    let context = || format!("writing {}", output.display());
+    let file = File::create(output).with_context(context)?;
+    let out = BufWriter::with_capacity(8 << 20, file);
+    let start = Instant::now();
+    let mut report = Progress::new(start);
+    let out = synth
+        .write(args.seed, out, &mut |done, total| {
+            report.update(done, total)
+        })
+        .with_context(context)?;
+    let file = out
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(context)?;
+    // Time the bytes onto the disk, not into the page cache (devices such as /dev/null
+    // cannot sync).
+    if file.metadata().with_context(context)?.is_file() {
+        file.sync_all().with_context(context)?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let bytes = synth.data_size();
+    eprintln!(
+        "\nwrote {} ({:.2} GiB, {} tensors) in {secs:.1} s, {:.0} MB/s",
+        output.display(),
+        bytes as f64 / GIB,
+        synth.tensors.len(),
+        bytes as f64 / 1e6 / secs,
+    );
+    Ok(())
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// A one-line progress report on stderr, redrawn at most a few times a second.
+struct Progress {
+    start: Instant,
+    last: Option<Instant>,
+}
+
+impl Progress {
+    fn new(start: Instant) -> Self {
+        Self { start, last: None }
+    }
+
+    fn update(&mut self, done: u64, total: u64) {
+        let now = Instant::now();
+        let recent = self
+            .last
+            .is_some_and(|t| now - t < Duration::from_millis(250));
+        if recent && done < total {
+            return;
+        }
+        self.last = Some(now);
+        let secs = (now - self.start).as_secs_f64().max(1e-3);
+        let mut err = std::io::stderr().lock();
+        // Progress is best effort: a closed stderr must not fail the write.
+        let _ = write!(
+            err,
+            "\r{:>8.0} / {:.0} MB  {:>3.0}%  {:>5.0} MB/s",
+            done as f64 / 1e6,
+            total as f64 / 1e6,
+            100.0 * done as f64 / total.max(1) as f64,
+            done as f64 / 1e6 / secs,
+        );
+        let _ = err.flush();
+    }
+}
+
+/// The `--list` table: key figures of every preset, guesses marked with `*`.
+fn list() -> String {
+    let mut s = String::new();
+    for p in presets() {
+        let size = Synth::new(p.model, p.config.clone())
+            .map(|synth| synth.data_size() as f64 / GIB)
+            .unwrap_or(0.0);
+        s += &format!(
+            "{:<16} {:<10} {} ({size:.2} GiB Q4_K_M)\n",
+            p.name,
+            p.config.arch.name(),
+            p.model
+        );
+        s += &format!("    {}\n", figures(&p));
+        if !p.notes.is_empty() {
+            s += &format!("    note: {}\n", p.notes);
+        }
+    }
+    s += "* recalled rather than checked against the model's config.json\n";
+    s
+}
+
+fn figures(p: &Preset) -> String {
+    let c: &Config = &p.config;
+    let mark = |field: &str| if p.guesses.contains(&field) { "*" } else { "" };
+    let mut f = vec![
+        format!("embd {}", c.n_embd),
+        format!("layers {}", c.n_layer),
+        format!(
+            "heads {}{}/{}{}",
+            c.n_head,
+            mark("n_head"),
+            c.n_head_kv,
+            mark("n_head_kv")
+        ),
+        format!("head_dim {}", c.head_dim),
+        format!("ffn {}{}", c.n_ff, mark("n_ff")),
+        format!("vocab {}", c.n_vocab),
+        format!("rope {}", c.rope_base),
+        format!("ctx {}", c.n_ctx),
+    ];
+    if let Some(m) = c.moe {
+        f.push(format!(
+            "experts {}x{} top-{}{}",
+            m.n_expert,
+            m.n_ff_exp,
+            m.n_expert_used,
+            m.n_ff_shexp
+                .map_or(String::new(), |s| format!(" + shared {s}"))
+        ));
+    }
+    if let Some(d) = c.delta_net {
+        f.push(format!(
+            "delta-net conv {} state {} k-heads {} v-heads {}{} inner {} (full attn every {})",
+            d.conv_kernel,
+            d.state_size,
+            d.n_k_heads,
+            d.n_v_heads,
+            mark("ssm"),
+            d.inner_size(),
+            d.full_attention_interval
+        ));
+    }
+    if let Some(s) = c.swa {
+        f.push(format!(
+            "swa window {}{} 1 global in {}; global head_dim {} kv {}{}{}",
+            s.window,
+            mark("window"),
+            s.period,
+            s.head_dim_global,
+            s.n_head_kv_global,
+            mark("global_kv"),
+            if s.global_k_eq_v { " (K = V)" } else { "" }
+        ));
+    }
+    if c.tied_embeddings {
+        f.push("tied embeddings".into());
+    }
+    f.push(format!("tokenizer {:?}{}", c.tokenizer, mark("tokenizer")));
+    f.join(", ")
+}

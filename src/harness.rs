@@ -1,0 +1,164 @@
+//! What `selftest` and `bench-kernels` share: opening the GPU, random inputs, and a kernel's
+//! device buffers for one shape, launched in the layout of [`crate::specs`].
+
+use std::fmt::Display;
+
+use anyhow::{anyhow, Result};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use zinc_runtime::half::f16;
+use zinc_runtime::{Arg, Device, DeviceBuffer, Grid, Kernel, ScalarValue, Stream};
+
+use crate::registry::Registry;
+use crate::specs::{OutElem, Shape, Spec};
+
+/// Opens GPU 0. Errors stay one line ("no CUDA driver ...").
+pub fn open_device() -> Result<Device> {
+    Device::new(0).map_err(one_line)
+}
+
+pub fn open_registry(device: &Device) -> Result<Registry<'_>> {
+    Registry::new(device).map_err(one_line)
+}
+
+/// An error as a single line, without anyhow's "Caused by" list.
+pub fn one_line(e: impl Display) -> anyhow::Error {
+    anyhow!("{e}")
+}
+
+/// One line describing a device, printed before tables of results.
+pub fn device_line(device: &Device, registry: &Registry) -> String {
+    let p = device.props();
+    format!(
+        "GPU 0: {} ({}, {} SMs, L2 {} MiB), kernels for {}",
+        p.name,
+        p.arch(),
+        p.sm_count,
+        p.l2_bytes >> 20,
+        registry.arch()
+    )
+}
+
+/// A kernel's random inputs at a shape, the same in every run of this build.
+pub fn random_inputs(spec: &Spec, shape: &Shape) -> Vec<Vec<f32>> {
+    let seed = shape.0.iter().fold(0x5eed_u64, |h, &d| {
+        h.wrapping_mul(31).wrapping_add(d as u64)
+    });
+    let mut rng = SmallRng::seed_from_u64(seed);
+    spec.inputs(shape)
+        .iter()
+        .map(|&(len, scale)| nonzero(&mut rng, len, scale))
+        .collect()
+}
+
+/// `len` values of magnitude in `[scale / 10, scale]` with random signs: never zero, so a kernel
+/// that skips work cannot pass by accident, and timings never run on zeros.
+fn nonzero(rng: &mut impl Rng, len: usize, scale: f32) -> Vec<f32> {
+    (0..len)
+        .map(|_| {
+            let magnitude = rng.random_range(0.1 * scale..=scale);
+            if rng.random() {
+                magnitude
+            } else {
+                -magnitude
+            }
+        })
+        .collect()
+}
+
+/// A kernel's output buffer.
+pub enum OutBuf {
+    F32(DeviceBuffer<f32>),
+    F16(DeviceBuffer<f16>),
+}
+
+impl OutBuf {
+    /// `len` elements with unspecified contents.
+    pub fn alloc(stream: &Stream, elem: OutElem, len: usize) -> Result<OutBuf> {
+        Ok(match elem {
+            OutElem::F32 => OutBuf::F32(stream.alloc(len)?),
+            OutElem::F16 => OutBuf::F16(stream.alloc(len)?),
+        })
+    }
+
+    /// `len` NaNs, so that elements a kernel never writes stand out.
+    pub fn poisoned(stream: &Stream, elem: OutElem, len: usize) -> Result<OutBuf> {
+        Ok(match elem {
+            OutElem::F32 => OutBuf::F32(stream.upload(&vec![f32::NAN; len])?),
+            OutElem::F16 => OutBuf::F16(stream.upload(&vec![f16::NAN; len])?),
+        })
+    }
+
+    /// The contents, widened (waits for the stream).
+    pub fn download_f64(&self, stream: &Stream) -> Result<Vec<f64>> {
+        Ok(match self {
+            OutBuf::F32(b) => stream.download(b)?.into_iter().map(f64::from).collect(),
+            OutBuf::F16(b) => stream.download(b)?.into_iter().map(f64::from).collect(),
+        })
+    }
+
+    fn arg(&mut self) -> Arg<'_> {
+        match self {
+            OutBuf::F32(b) => Arg::from(b),
+            OutBuf::F16(b) => Arg::from(b),
+        }
+    }
+}
+
+/// A kernel's arguments on the device: inputs, output, scalars.
+pub struct DeviceCase {
+    pub inputs: Vec<DeviceBuffer<f32>>,
+    pub output: OutBuf,
+    pub scalars: Vec<ScalarValue>,
+}
+
+impl DeviceCase {
+    pub fn upload(
+        stream: &Stream,
+        inputs: &[Vec<f32>],
+        output: OutBuf,
+        scalars: Vec<ScalarValue>,
+    ) -> Result<DeviceCase> {
+        let inputs = inputs
+            .iter()
+            .map(|host| stream.upload(host))
+            .collect::<Result<_, _>>()?;
+        Ok(DeviceCase {
+            inputs,
+            output,
+            scalars,
+        })
+    }
+
+    /// Queues one launch with the grid from the kernel's manifest.
+    pub fn launch(&mut self, kernel: &Kernel, stream: &Stream) -> zinc_runtime::Result<()> {
+        let mut args: Vec<Arg> = self.inputs.iter().map(Arg::from).collect();
+        args.push(self.output.arg());
+        args.extend(self.scalars.iter().map(|&s| Arg::from(s)));
+        kernel.launch(stream, Grid::Auto, &mut args).map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_values_are_nonzero_in_range_and_reproducible() {
+        let draw = || nonzero(&mut SmallRng::seed_from_u64(7), 10_000, 2.0);
+        let v = draw();
+        assert!(v.iter().all(|x| (0.2..=2.0).contains(&x.abs())));
+        assert!(v.iter().any(|&x| x < 0.0) && v.iter().any(|&x| x > 0.0));
+        assert_eq!(v, draw());
+    }
+
+    #[test]
+    fn no_gpu_is_a_one_line_error() {
+        if zinc_runtime::driver_present() {
+            return;
+        }
+        let msg = format!("{:#}", open_device().unwrap_err());
+        assert_eq!(msg.lines().count(), 1, "{msg}");
+        assert!(msg.starts_with("no CUDA driver"), "{msg}");
+    }
+}

@@ -1,0 +1,312 @@
+//! The kernels compiled into the engine (see build.rs), per arch, and the run-time registry that
+//! picks the PTX for the device's arch and hands out loaded kernels by name.
+//!
+//! Names are the kernel's source name, or `kernel@NAME=VALUE,...` for a variant listed in
+//! `kernels/variants.txt`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use thiserror::Error;
+use zinc_runtime::{Device, Kernel, KernelSignature, RuntimeError, SignatureError};
+
+/// The PTX of every kernel family for one arch.
+pub struct EmbeddedArch {
+    pub arch: &'static str,
+    pub modules: &'static [EmbeddedModule],
+}
+
+/// One family (or variant) compiled to one PTX module.
+pub struct EmbeddedModule {
+    pub name: &'static str,
+    pub ptx: &'static str,
+    pub kernels: &'static [EmbeddedKernel],
+}
+
+pub struct EmbeddedKernel {
+    /// The registry name.
+    pub name: &'static str,
+    /// The launch manifest (see [`KernelSignature::from_json`]).
+    pub manifest: &'static str,
+}
+
+include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
+
+/// Every arch this build carries kernels for.
+pub fn embedded() -> &'static [EmbeddedArch] {
+    EMBEDDED
+}
+
+#[derive(Debug, Error)]
+pub enum RegistryError {
+    #[error("this build of zinc has no kernels for {device} (embedded: {}); rebuild with ZINC_ARCHS including it", .embedded.join(", "))]
+    NoArch {
+        device: String,
+        embedded: Vec<&'static str>,
+    },
+    #[error("no kernel `{name}` in the registry")]
+    UnknownKernel { name: String },
+    #[error("kernel `{name}`: bad embedded manifest: {source}")]
+    Manifest {
+        name: String,
+        source: SignatureError,
+    },
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// An arch name split into compute capability and whether it is arch-specific (`sm_90a`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct ArchId {
+    major: u32,
+    minor: u32,
+    specific: bool,
+}
+
+impl ArchId {
+    /// `sm_90` -> 9.0, `sm_120` -> 12.0, `sm_90a` -> 9.0 arch-specific.
+    fn parse(name: &str) -> Option<ArchId> {
+        let digits = name.strip_prefix("sm_")?;
+        let (digits, specific) = match digits.strip_suffix('a') {
+            Some(d) => (d, true),
+            None => (digits, false),
+        };
+        if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let (major, minor) = digits.split_at(digits.len() - 1);
+        Some(ArchId {
+            major: major.parse().ok()?,
+            minor: minor.parse().ok()?,
+            specific,
+        })
+    }
+}
+
+/// The embedded arch to run on a device of compute capability `cc`: the exact arch (its
+/// arch-specific form preferred), else the highest generic arch of the same major version with a
+/// lower minor (PTX JIT-compiles forward within a family). None when nothing fits.
+pub fn select_arch<'a>(cc: (u32, u32), embedded: &[&'a str]) -> Option<&'a str> {
+    let (major, minor) = cc;
+    embedded
+        .iter()
+        .filter_map(|&name| ArchId::parse(name).map(|id| (id, name)))
+        .filter(|(id, _)| {
+            id.major == major
+                && if id.specific {
+                    id.minor == minor
+                } else {
+                    id.minor <= minor
+                }
+        })
+        .max_by_key(|&(id, _)| id)
+        .map(|(_, name)| name)
+}
+
+/// The kernels for one device, loaded on first use and cached.
+pub struct Registry<'d> {
+    device: &'d Device,
+    arch: &'static EmbeddedArch,
+    loaded: Mutex<HashMap<&'static str, Arc<Kernel>>>,
+}
+
+impl<'d> Registry<'d> {
+    pub fn new(device: &'d Device) -> Result<Self, RegistryError> {
+        let props = device.props();
+        let arch = arch_for(props.compute_capability).ok_or_else(|| RegistryError::NoArch {
+            device: props.arch(),
+            embedded: EMBEDDED.iter().map(|a| a.arch).collect(),
+        })?;
+        Ok(Registry {
+            device,
+            arch,
+            loaded: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The embedded arch whose PTX this registry loads.
+    pub fn arch(&self) -> &'static str {
+        self.arch.arch
+    }
+
+    /// Every kernel name, in build order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> {
+        self.arch
+            .modules
+            .iter()
+            .flat_map(|m| m.kernels.iter().map(|k| k.name))
+    }
+
+    /// The kernel `name`, loading its module on first use.
+    pub fn kernel(&self, name: &str) -> Result<Arc<Kernel>, RegistryError> {
+        let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        let (module, entry) = self
+            .arch
+            .modules
+            .iter()
+            .find_map(|m| m.kernels.iter().find(|k| k.name == name).map(|k| (m, k)))
+            .ok_or_else(|| RegistryError::UnknownKernel {
+                name: name.to_string(),
+            })?;
+        if let Some(kernel) = loaded.get(entry.name) {
+            return Ok(kernel.clone());
+        }
+        let sig = parse_manifest(entry)?;
+        let kernel = Arc::new(self.device.load_kernel(module.name, module.ptx, sig)?);
+        loaded.insert(entry.name, kernel.clone());
+        Ok(kernel)
+    }
+}
+
+/// The embedded arch for a compute capability (see [`select_arch`]).
+pub fn arch_for(cc: (u32, u32)) -> Option<&'static EmbeddedArch> {
+    let names: Vec<&str> = EMBEDDED.iter().map(|a| a.arch).collect();
+    let name = select_arch(cc, &names)?;
+    EMBEDDED.iter().find(|a| a.arch == name)
+}
+
+pub fn parse_manifest(entry: &EmbeddedKernel) -> Result<KernelSignature, RegistryError> {
+    KernelSignature::from_json(entry.manifest).map_err(|source| RegistryError::Manifest {
+        name: entry.name.to_string(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+    use std::process::Command;
+
+    use super::*;
+
+    fn names(arch: &EmbeddedArch) -> BTreeSet<&'static str> {
+        arch.modules
+            .iter()
+            .flat_map(|m| m.kernels.iter().map(|k| k.name))
+            .collect()
+    }
+
+    #[test]
+    fn embeds_the_configured_archs() {
+        let archs: Vec<&str> = EMBEDDED.iter().map(|a| a.arch).collect();
+        let configured = option_env!("ZINC_ARCHS").unwrap_or("sm_89,sm_90,sm_120");
+        let expected: Vec<&str> = configured.split(',').map(str::trim).collect();
+        assert_eq!(archs, expected);
+    }
+
+    #[test]
+    fn every_arch_has_every_kernel_and_manifests_parse() {
+        let first = names(&EMBEDDED[0]);
+        for kernel in [
+            "gemm_simt",
+            "gemm_simt@BM=128,BN=64",
+            "rmsnorm_f16",
+            "softmax_rows",
+        ] {
+            assert!(first.contains(kernel), "{kernel} missing from {first:?}");
+        }
+        for arch in EMBEDDED {
+            assert_eq!(
+                names(arch),
+                first,
+                "{} differs from {}",
+                arch.arch,
+                EMBEDDED[0].arch
+            );
+            for module in arch.modules {
+                assert!(module.ptx.contains(&format!(".target {}", arch.arch)));
+                for entry in module.kernels {
+                    let sig = parse_manifest(entry).unwrap();
+                    let symbol = entry.name.split('@').next().unwrap();
+                    assert_eq!(sig.name, symbol);
+                    assert!(module.ptx.contains(&format!(".entry {symbol}(")));
+                }
+            }
+        }
+    }
+
+    /// ptxas (scripts/install-ptxas.sh installs it) must assemble every embedded module for its
+    /// arch, as the driver's JIT will have to.
+    #[test]
+    fn embedded_ptx_assembles() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let ptxas = root.join(".tools/cuda/bin/ptxas");
+        if !ptxas.exists() {
+            let installed = Command::new(root.join("scripts/install-ptxas.sh")).status();
+            assert!(installed.is_ok_and(|s| s.success()), "cannot install ptxas");
+        }
+        let dir = std::env::temp_dir().join(format!("zinc-registry-ptxas-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for arch in EMBEDDED {
+            for module in arch.modules {
+                let file = dir.join(format!("{}-{}.ptx", arch.arch, module.name));
+                std::fs::write(&file, module.ptx).unwrap();
+                let out = Command::new(&ptxas)
+                    .arg(format!("-arch={}", arch.arch))
+                    .args(["-o", "/dev/null"])
+                    .arg(&file)
+                    .output()
+                    .expect("running ptxas");
+                assert!(
+                    out.status.success(),
+                    "ptxas rejected {} for {}:\n{}",
+                    module.name,
+                    arch.arch,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn variants_carry_their_specialization() {
+        let entry = EMBEDDED[0]
+            .modules
+            .iter()
+            .flat_map(|m| m.kernels)
+            .find(|k| k.name == "gemm_simt@BM=128,BN=64")
+            .unwrap();
+        let sig = parse_manifest(entry).unwrap();
+        assert_eq!(sig.specialization_int("BM"), Some(128));
+        assert_eq!(sig.specialization_int("BN"), Some(64));
+        assert_eq!(sig.block, [16, 32, 1]);
+    }
+
+    #[test]
+    fn arch_selection() {
+        let built = ["sm_89", "sm_90", "sm_120"];
+        assert_eq!(select_arch((9, 0), &built), Some("sm_90"));
+        assert_eq!(select_arch((8, 9), &built), Some("sm_89"));
+        assert_eq!(select_arch((12, 1), &built), Some("sm_120"));
+        // Another major family's PTX is never picked, even an older one.
+        assert_eq!(select_arch((8, 6), &built), None);
+        assert_eq!(select_arch((10, 0), &built), None);
+        // The highest lower minor of the same family.
+        assert_eq!(
+            select_arch((8, 7), &["sm_80", "sm_86", "sm_89"]),
+            Some("sm_86")
+        );
+        // Arch-specific PTX runs only on its exact arch, and wins there.
+        assert_eq!(select_arch((9, 0), &["sm_90a", "sm_90"]), Some("sm_90a"));
+        assert_eq!(select_arch((12, 1), &["sm_120a"]), None);
+        assert_eq!(
+            select_arch((9, 0), &["garbage", "sm_9", "sm_90"]),
+            Some("sm_90")
+        );
+    }
+
+    #[test]
+    fn arch_names_parse() {
+        let id = |major, minor, specific| ArchId {
+            major,
+            minor,
+            specific,
+        };
+        assert_eq!(ArchId::parse("sm_90"), Some(id(9, 0, false)));
+        assert_eq!(ArchId::parse("sm_120a"), Some(id(12, 0, true)));
+        assert_eq!(ArchId::parse("sm_8"), None);
+        assert_eq!(ArchId::parse("compute_90"), None);
+    }
+}
