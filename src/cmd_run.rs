@@ -1,4 +1,4 @@
-//! `zinc run --cpu [-m FILE.gguf] -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]
+//! `zinc run [--cpu] [-m FILE.gguf] -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]
 //! [--chat]`: generate text, streaming tokens to stdout and speeds to stderr.
 
 use std::io::Write;
@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use zinc_models::chat::{render_chat, Message};
 use zinc_models::forward::Model;
-use zinc_models::gguf::{Gguf, GgufError};
+use zinc_models::gguf::Gguf;
 use zinc_models::sampler::{Sampler, SamplerConfig};
 use zinc_models::tokenizer::{Tokenizer, Vocab};
 
@@ -17,7 +17,8 @@ const DEFAULT_MODEL: &str = ".models/gemma-3-270m-q4_k_m.gguf";
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Run on the CPU reference forward pass (the GPU engine is not built yet).
+    /// Run on the CPU reference forward pass. Without it zinc uses the GPU where the model's
+    /// architecture runs there, else the CPU (today: always the CPU; the GPU engine is not built).
     #[arg(long)]
     cpu: bool,
     /// The GGUF model [default: .models/gemma-3-270m-q4_k_m.gguf].
@@ -48,8 +49,7 @@ pub struct Args {
 
 pub fn run(args: &Args) -> Result<()> {
     if !args.cpu {
-        eprintln!("the GPU engine is not built yet; use --cpu");
-        std::process::exit(2);
+        eprintln!("zinc: the GPU engine is not built yet; running on the CPU reference");
     }
     let path = args
         .model
@@ -60,7 +60,8 @@ pub fn run(args: &Args) -> Result<()> {
     }
     let context = || format!("reading {}", path.display());
     let gguf = Gguf::open(&path).with_context(context)?;
-    let tokenizer = Tokenizer::new(vocab(&gguf).with_context(context)?).with_context(context)?;
+    let tokenizer =
+        Tokenizer::new(Vocab::from_gguf(&gguf).with_context(context)?).with_context(context)?;
     let mut model = Model::from_gguf(&gguf).with_context(context)?;
 
     let prompt = if args.chat {
@@ -130,39 +131,6 @@ fn chat_prompt(gguf: &Gguf, tokenizer: &Tokenizer, prompt: &str) -> Result<Strin
         text(tokenizer.eos()),
     )?;
     Ok(rendered)
-}
-
-/// The tokenizer's vocabulary from the file's `tokenizer.ggml.*` metadata.
-fn vocab(g: &Gguf) -> Result<Vocab, GgufError> {
-    let key = |k: &str| format!("tokenizer.ggml.{k}");
-    let id = |k: &str| g.get_opt::<u32>(&key(k));
-    let flag = |k: &str| g.get_opt::<bool>(&key(k));
-    Ok(Vocab {
-        model: g.get_str(&key("model"))?.to_string(),
-        pre: g.get_opt::<&str>(&key("pre"))?.map(str::to_string),
-        tokens: g.get_str_array(&key("tokens"))?.to_vec(),
-        scores: g
-            .get_opt::<&[f32]>(&key("scores"))?
-            .unwrap_or_default()
-            .to_vec(),
-        token_types: g
-            .get_opt::<&[i32]>(&key("token_type"))?
-            .unwrap_or_default()
-            .to_vec(),
-        merges: g
-            .get_opt::<&[String]>(&key("merges"))?
-            .unwrap_or_default()
-            .to_vec(),
-        bos: id("bos_token_id")?,
-        eos: id("eos_token_id")?,
-        eot: id("eot_token_id")?,
-        eom: id("eom_token_id")?,
-        unk: id("unknown_token_id")?,
-        pad: id("padding_token_id")?,
-        add_bos: flag("add_bos_token")?,
-        add_eos: flag("add_eos_token")?,
-        add_space_prefix: flag("add_space_prefix")?,
-    })
 }
 
 /// Turns token pieces into text as they come: a character split across tokens waits for its

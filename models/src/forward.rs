@@ -36,6 +36,8 @@ pub enum ModelError {
     TokenOutOfRange { token: u32, n_vocab: usize },
     #[error("position {pos} is past the {cached} cached positions")]
     PositionGap { pos: usize, cached: usize },
+    #[error("cannot rewind recurrent state from position {cached} to {pos} (only to 0)")]
+    RecurrentRewind { pos: usize, cached: usize },
     #[error("{needed} positions exceed the context length {context_length}")]
     ContextOverflow {
         needed: usize,
@@ -75,10 +77,11 @@ impl Model {
         let n_vocab = embd.dims.get(1).copied().unwrap_or(1) as usize;
         let config = Config::from_gguf(gguf, arch, n_vocab)?;
         let net = arch::load(&config, &w)?;
-        let cache = KvCache::new((0..config.n_layer).map(|_| {
+        let cache = KvCache::new((0..config.n_layer).map(|il| {
+            let n_head_kv = config.n_head_kv_at(il);
             (
-                config.n_head_kv * config.head_dim_k,
-                config.n_head_kv * config.head_dim_v,
+                n_head_kv * config.head_dim_k_at(il),
+                n_head_kv * config.head_dim_v_at(il),
             )
         }));
         Ok(Self { config, net, cache })
@@ -124,6 +127,9 @@ impl Model {
         let cached = self.cache.len();
         if pos > cached {
             return Err(ModelError::PositionGap { pos, cached });
+        }
+        if !self.cache.can_truncate(pos) {
+            return Err(ModelError::RecurrentRewind { pos, cached });
         }
         let needed = pos + tokens.len();
         if needed > c.context_length {

@@ -1,4 +1,4 @@
-//! Per-layer key/value cache of the CPU forward pass.
+//! Per-layer key/value cache of the CPU forward pass, and the state of recurrent layers.
 
 /// Keys and values of every layer for positions `0..len()`, row-major `[pos][kv_heads * head_dim]`.
 ///
@@ -7,6 +7,18 @@
 #[derive(Clone, Debug)]
 pub struct KvCache {
     layers: Vec<LayerCache>,
+    /// Per layer: the state of a recurrent (linear-attention) layer, created on first use.
+    recurrent: Vec<Option<RecurrentState>>,
+}
+
+/// What a recurrent layer remembers of positions `0..len`: the last inputs of its causal
+/// convolution and its SSM state. Unlike keys and values it summarizes every position at once,
+/// so it can only be rewound to the start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecurrentState {
+    pub conv: Vec<f32>,
+    pub ssm: Vec<f32>,
+    len: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -28,24 +40,39 @@ impl KvCache {
                 k: Vec::new(),
                 v: Vec::new(),
             })
-            .collect();
-        Self { layers }
+            .collect::<Vec<_>>();
+        let recurrent = vec![None; layers.len()];
+        Self { layers, recurrent }
     }
 
-    /// Number of cached positions (those of the first layer; all layers agree between calls).
+    /// Number of cached positions: the most any layer holds (all layers that hold positions
+    /// agree between calls; those of recurrent layers hold no keys).
     pub fn len(&self) -> usize {
-        self.layers.first().map_or(0, |l| l.k.len() / l.k_row)
+        let kv = self.layers.iter().map(|l| l.k.len() / l.k_row);
+        let rec = self.recurrent.iter().flatten().map(|r| r.len);
+        kv.chain(rec).max().unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Forgets every position from `len` on.
+    /// Whether [`KvCache::truncate`] can keep exactly `len` positions: recurrent state can only
+    /// be kept whole or dropped.
+    pub fn can_truncate(&self, len: usize) -> bool {
+        len == 0 || self.recurrent.iter().flatten().all(|r| r.len <= len)
+    }
+
+    /// Forgets every position from `len` on; recurrent state is dropped when `len` is 0 and
+    /// must otherwise hold at most `len` positions (see [`KvCache::can_truncate`]).
     pub fn truncate(&mut self, len: usize) {
+        debug_assert!(self.can_truncate(len));
         for l in &mut self.layers {
             l.k.truncate(len * l.k_row);
             l.v.truncate(len * l.v_row);
+        }
+        if len == 0 {
+            self.recurrent.fill(None);
         }
     }
 
@@ -61,6 +88,24 @@ impl KvCache {
         l.k.extend_from_slice(k);
         l.v.extend_from_slice(v);
         (&l.k, &l.v)
+    }
+
+    /// The recurrent state of layer `layer` (zeros of the given sizes before its first call),
+    /// counted as advanced by the `n_tokens` positions the caller is about to run through it.
+    pub fn recurrent(
+        &mut self,
+        layer: usize,
+        conv_len: usize,
+        ssm_len: usize,
+        n_tokens: usize,
+    ) -> &mut RecurrentState {
+        let state = self.recurrent[layer].get_or_insert_with(|| RecurrentState {
+            conv: vec![0.0; conv_len],
+            ssm: vec![0.0; ssm_len],
+            len: 0,
+        });
+        state.len += n_tokens;
+        state
     }
 }
 
@@ -83,5 +128,18 @@ mod tests {
         assert_eq!(k, &[1.0, 2.0, 9.0, 9.0]);
         c.clear();
         assert!(c.is_empty());
+    }
+
+    #[test]
+    fn recurrent_state_counts_positions_and_only_resets() {
+        let mut c = KvCache::new([(2, 2), (2, 2)]);
+        c.recurrent(0, 3, 4, 5).ssm[0] = 1.0;
+        c.append(1, &[0.0; 10], &[0.0; 10]);
+        assert_eq!(c.len(), 5);
+        assert!(c.can_truncate(5) && c.can_truncate(0) && !c.can_truncate(4));
+        assert_eq!(c.recurrent(0, 3, 4, 1).ssm, [1.0, 0.0, 0.0, 0.0]);
+        c.truncate(0);
+        assert!(c.is_empty());
+        assert_eq!(c.recurrent(0, 3, 4, 1).ssm, [0.0; 4]);
     }
 }

@@ -1,6 +1,7 @@
 //! The CPU forward pass on tiny random models: prefill and token-by-token decode through the KV
 //! cache must agree for every architecture and weight type (models written here), and the
-//! logits must match llama.cpp's (models and logits from data/gen_tiny_models.py).
+//! logits must match llama.cpp's (models and logits from data/gen_tiny_models.py and
+//! data/gen_tiny_gemma4.py).
 
 use zinc_models::forward::{Model, ModelError};
 use zinc_models::gguf::{write, Gguf, TensorSpec, Value};
@@ -156,23 +157,24 @@ fn prefill_matches_decode_for_every_arch_and_type() {
     }
 }
 
-#[test]
-fn tiny_models_match_llama_cpp() {
+/// Checks zinc's logits for every position of the token sequence of `golden` (a file of
+/// data/) against llama.cpp's, within `tol`, for each `(model, tol)`: the model is
+/// `data/tiny/{model}.gguf`. Returns the tokens and each loaded model, whose cache holds them.
+fn check_against_llama_cpp(golden: &str, models: &[(&str, f32)]) -> (Vec<u32>, Vec<Model>) {
     let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     let golden: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(data.join("tiny_golden.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(data.join(golden)).unwrap()).unwrap();
     let tokens: Vec<u32> = golden["tokens"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| t.as_u64().unwrap() as u32)
         .collect();
-    // Measured: gemma3 1.1e-3 (llama.cpp's GELU is an f16 lookup table), llama and qwen3 4e-6.
-    for (arch, tol) in [("gemma3", 5e-3), ("llama", 1e-4), ("qwen3", 1e-4)] {
-        let mut model = Model::load(data.join(format!("tiny/{arch}.gguf"))).unwrap();
+    let mut loaded = Vec::new();
+    for &(name, tol) in models {
+        let mut model = Model::load(data.join(format!("tiny/{name}.gguf"))).unwrap();
         let logits = model.forward_all(&tokens, 0).unwrap();
-        let expected: Vec<f32> = golden["logits"][arch]
+        let expected: Vec<f32> = golden["logits"][name]
             .as_array()
             .unwrap()
             .iter()
@@ -184,11 +186,54 @@ fn tiny_models_match_llama_cpp() {
             })
             .collect();
         let diff = max_abs_diff(&logits, &expected);
-        println!("{arch}: max |Δlogit| vs llama.cpp {diff:.1e}");
+        println!("{name}: max |Δlogit| vs llama.cpp {diff:.1e}");
         assert!(
             diff < tol,
-            "{arch}: logits differ from llama.cpp's by {diff}"
+            "{name}: logits differ from llama.cpp's by {diff}"
         );
+        loaded.push(model);
+    }
+    (tokens, loaded)
+}
+
+#[test]
+fn tiny_models_match_llama_cpp() {
+    // Measured: gemma3 1.1e-3 (llama.cpp's GELU is an f16 lookup table), llama and qwen3 4e-6.
+    check_against_llama_cpp(
+        "tiny_golden.json",
+        &[("gemma3", 5e-3), ("llama", 1e-4), ("qwen3", 1e-4)],
+    );
+}
+
+#[test]
+fn tiny_gemma4_matches_llama_cpp_and_decodes() {
+    // Measured: gemma4 6.5e-3, gemma4moe 3.0e-3 (logits within ±5.5), all from llama.cpp's f16
+    // GELU table: emulating it brings both to 1.5e-5. Leaving out any one Gemma 4 detail (rope
+    // factors, output scale, value source, router or expert scale, window) costs 0.5 or more.
+    let (tokens, models) = check_against_llama_cpp(
+        "tiny_gemma4_golden.json",
+        &[("gemma4", 1e-2), ("gemma4moe", 1e-2)],
+    );
+    for mut model in models {
+        let c = model.config();
+        // Global layers: wider heads, fewer KV heads, values from keys; a window the
+        // sequence leaves.
+        assert_eq!(c.swa_layers, [true, false, true, true, false]);
+        assert_eq!((c.head_dim_k_at(0), c.head_dim_k_at(1)), (8, 16));
+        assert_eq!((c.n_head_kv_at(0), c.n_head_kv_at(1)), (2, 1));
+        assert!(c.sliding_window.unwrap() < tokens.len());
+        let n_vocab = c.n_vocab;
+
+        let all = model.forward_all(&tokens, 0).unwrap();
+        model.reset();
+        for (i, &t) in tokens.iter().enumerate() {
+            let step = model.forward(&[t], i).unwrap();
+            let diff = max_abs_diff(&step, &all[i * n_vocab..(i + 1) * n_vocab]);
+            assert!(
+                diff < 1e-4,
+                "position {i}: prefill vs decode differ by {diff}"
+            );
+        }
     }
 }
 
@@ -212,7 +257,7 @@ fn errors_name_what_is_wrong() {
         .unwrap();
     let msg = err.to_string();
     assert!(
-        msg.contains("'mamba'") && msg.contains("gemma3, llama, qwen3"),
+        msg.contains("'mamba'") && msg.contains("gemma3, gemma4, llama"),
         "{msg}"
     );
 
@@ -242,4 +287,37 @@ fn errors_name_what_is_wrong() {
         model.forward(&[1; 65], 0),
         Err(ModelError::ContextOverflow { .. })
     ));
+}
+
+#[test]
+fn tiny_qwen_moe_and_hybrid_match_llama_cpp_and_decode() {
+    // Measured: qwen3moe 3e-6, qwen35 1.2e-5, qwen35moe 7e-5 (llama.cpp runs the prefill's
+    // delta rule in chunks). Tiling key heads wrongly costs 6, ignoring the M-RoPE section
+    // layout 3e-3.
+    let (tokens, models) = check_against_llama_cpp(
+        "tiny_golden.json",
+        &[("qwen3moe", 1e-4), ("qwen35", 1e-4), ("qwen35moe", 5e-4)],
+    );
+    for mut model in models {
+        let n_vocab = model.config().n_vocab;
+        let all = model.forward_all(&tokens, 0).unwrap();
+        // Recurrent state summarizes every position: it can be kept or reset, not rewound.
+        if model.config().delta_net.is_some() {
+            assert!(matches!(
+                model.forward(&[1], 4),
+                Err(ModelError::RecurrentRewind { pos: 4, .. })
+            ));
+        }
+        model.reset();
+        // A prefill, then token-by-token decode, reproduce the logits of the whole sequence.
+        let split = 3;
+        let first = model.forward_all(&tokens[..split], 0).unwrap();
+        let mut diff = max_abs_diff(&first, &all[..split * n_vocab]);
+        for (i, &t) in tokens.iter().enumerate().skip(split) {
+            let step = model.forward(&[t], i).unwrap();
+            diff = diff.max(max_abs_diff(&step, &all[i * n_vocab..(i + 1) * n_vocab]));
+        }
+        let arch = model.config().arch.name();
+        assert!(diff < 1e-4, "{arch}: prefill and decode differ by {diff}");
+    }
 }

@@ -1,7 +1,7 @@
 //! Gemma 3: sandwich norms (pre and post, around both attention and FFN), per-head QK RMSNorm,
 //! GeGLU, embeddings scaled by `sqrt(n_embd)`, and interleaved sliding-window / global layers
 //! with their own rope bases (local: `rope.freq_base_swa`, unscaled; global: `rope.freq_base`
-//! with the linear rope scaling).
+//! with the linear rope scaling). Gemma 4 builds on the layer body defined here.
 
 use super::{layer_tensor, load_attention, load_ffn, load_head, norm, AttentionSpec, Transformer};
 use crate::config::Config;
@@ -22,13 +22,89 @@ pub struct Gemma3 {
     eps: f32,
 }
 
-struct Layer {
+/// Attention and dense FFN, each between a pre- and a post-norm: the layer body of Gemma 3 and 4.
+pub(super) struct Layer {
     attn_norm: Vec<f32>,
     attn: SelfAttention,
     post_attn_norm: Vec<f32>,
     ffn_norm: Vec<f32>,
     ffn: GatedFfn,
-    post_ffn_norm: Vec<f32>,
+    pub(super) post_ffn_norm: Vec<f32>,
+}
+
+impl Layer {
+    /// Layer `il`, attending as `spec` says apart from its rope and window, which follow the
+    /// layer's kind; `rope_factors` divide the global layers' rope frequencies.
+    pub(super) fn load(
+        c: &Config,
+        w: &Weights,
+        il: usize,
+        spec: impl FnOnce(RopeTable, Option<usize>) -> AttentionSpec,
+        rope_factors: Option<&[f32]>,
+    ) -> Result<Self, ModelError> {
+        let t = |name| layer_tensor(il, name);
+        let n_rot = c.n_rot_at(il);
+        let (rope, window) = if c.is_swa(il) {
+            let rope = RopeTable::new(RopeStyle::Neox, n_rot, c.rope_base_swa, 1.0, None);
+            (rope, c.sliding_window)
+        } else {
+            let rope = RopeTable::new(
+                RopeStyle::Neox,
+                n_rot,
+                c.rope_base,
+                c.rope_freq_scale,
+                rope_factors,
+            );
+            (rope, None)
+        };
+        Ok(Self {
+            attn_norm: norm(w, &t("attn_norm"), c.n_embd)?,
+            attn: load_attention(c, w, il, spec(rope, window))?,
+            post_attn_norm: norm(w, &t("post_attention_norm"), c.n_embd)?,
+            ffn_norm: norm(w, &t("ffn_norm"), c.n_embd)?,
+            ffn: load_ffn(c, w, il, Activation::GeluTanh)?,
+            post_ffn_norm: norm(w, &t("post_ffw_norm"), c.n_embd)?,
+        })
+    }
+
+    /// `x += post_norm(attention(pre_norm(x)))` over layer `il` of `cache`.
+    pub(super) fn attend(
+        &self,
+        x: &mut [f32],
+        start: usize,
+        cache: &mut KvCache,
+        il: usize,
+        eps: f32,
+    ) {
+        residual(x, &self.post_attn_norm, eps, |x| {
+            self.attn
+                .forward(&normed(x, &self.attn_norm, eps), start, cache, il)
+        });
+    }
+
+    /// The dense FFN of the residual stream `x`, before the post-FFN norm.
+    pub(super) fn dense_ffn(&self, x: &[f32], eps: f32) -> Vec<f32> {
+        self.ffn.forward(&normed(x, &self.ffn_norm, eps))
+    }
+}
+
+/// `x += rms_norm(branch(x), post_norm)`: a residual branch normalized on its way out.
+pub(super) fn residual(
+    x: &mut [f32],
+    post_norm: &[f32],
+    eps: f32,
+    branch: impl FnOnce(&[f32]) -> Vec<f32>,
+) {
+    let mut y = branch(x);
+    rms_norm(&mut y, post_norm, eps);
+    add_in_place(x, &y);
+}
+
+/// An RMS-normalized copy of `x`.
+pub(super) fn normed(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
+    let mut h = x.to_vec();
+    rms_norm(&mut h, weight, eps);
+    h
 }
 
 impl Gemma3 {
@@ -39,41 +115,15 @@ impl Gemma3 {
             c.head_dim_k
         };
         let scale = 1.0 / (query_scalar as f32).sqrt();
+        let spec = |rope, window| AttentionSpec {
+            rope,
+            window,
+            qk_norm: true,
+            gemma4_values: false,
+            scale,
+        };
         let layers = (0..c.n_layer)
-            .map(|il| {
-                let t = |name| layer_tensor(il, name);
-                let swa = c.is_swa(il);
-                let rope = if swa {
-                    RopeTable::new(RopeStyle::Neox, c.n_rot, c.rope_base_swa, 1.0, None)
-                } else {
-                    RopeTable::new(
-                        RopeStyle::Neox,
-                        c.n_rot,
-                        c.rope_base,
-                        c.rope_freq_scale,
-                        None,
-                    )
-                };
-                let window = if swa { c.sliding_window } else { None };
-                Ok(Layer {
-                    attn_norm: norm(w, &t("attn_norm"), c.n_embd)?,
-                    attn: load_attention(
-                        c,
-                        w,
-                        il,
-                        AttentionSpec {
-                            rope,
-                            window,
-                            qk_norm: true,
-                            scale,
-                        },
-                    )?,
-                    post_attn_norm: norm(w, &t("post_attention_norm"), c.n_embd)?,
-                    ffn_norm: norm(w, &t("ffn_norm"), c.n_embd)?,
-                    ffn: load_ffn(c, w, il, Activation::GeluTanh)?,
-                    post_ffn_norm: norm(w, &t("post_ffw_norm"), c.n_embd)?,
-                })
-            })
+            .map(|il| Layer::load(c, w, il, spec, None))
             .collect::<Result<_, ModelError>>()?;
         let head = load_head(c, w, (c.n_embd as f32).sqrt())?;
         Ok(Self {
@@ -92,19 +142,11 @@ impl Transformer for Gemma3 {
         cache: &mut KvCache,
         which: Logits,
     ) -> Vec<f32> {
+        let eps = self.eps;
         let mut x = self.head.embed(tokens);
         for (il, l) in self.layers.iter().enumerate() {
-            let mut h = x.clone();
-            rms_norm(&mut h, &l.attn_norm, self.eps);
-            let mut a = l.attn.forward(&h, start, cache, il);
-            rms_norm(&mut a, &l.post_attn_norm, self.eps);
-            add_in_place(&mut x, &a);
-
-            let mut h = x.clone();
-            rms_norm(&mut h, &l.ffn_norm, self.eps);
-            let mut f = l.ffn.forward(&h);
-            rms_norm(&mut f, &l.post_ffn_norm, self.eps);
-            add_in_place(&mut x, &f);
+            l.attend(&mut x, start, cache, il, eps);
+            residual(&mut x, &l.post_ffn_norm, eps, |x| l.dense_ffn(x, eps));
         }
         self.head.logits(&x, which)
     }

@@ -57,6 +57,7 @@ impl Llama {
                     rope: rope.clone(),
                     window: None,
                     qk_norm,
+                    gemma4_values: false,
                     scale,
                 };
                 Ok(Layer {

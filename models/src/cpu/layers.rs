@@ -12,10 +12,14 @@ use crate::kv_cache::KvCache;
 pub struct SelfAttention {
     pub wq: Linear,
     pub wk: Linear,
-    pub wv: Linear,
+    /// `None`: the values are the key projection, taken before the key norm and rope (Gemma 4's
+    /// global layers).
+    pub wv: Option<Linear>,
     pub wo: Linear,
     /// Per-head RMSNorm weights applied to queries and keys before rope (Gemma 3, Qwen 3).
     pub qk_norm: Option<(Vec<f32>, Vec<f32>)>,
+    /// Per-head RMSNorm weights applied to values (Gemma 4: all ones).
+    pub v_norm: Option<Vec<f32>>,
     pub norm_eps: f32,
     pub rope: RopeTable,
     pub params: AttentionParams,
@@ -26,20 +30,32 @@ impl SelfAttention {
     /// `start + t`) over layer `layer` of `cache`, which must hold exactly `start` positions for
     /// it; appends this call's keys and values.
     pub fn forward(&self, x: &[f32], start: usize, cache: &mut KvCache, layer: usize) -> Vec<f32> {
+        self.wo.forward(&self.attend(x, start, cache, layer))
+    }
+
+    /// [`SelfAttention::forward`] before the output projection: `[tokens][n_head * head_dim_v]`,
+    /// for architectures that gate the heads before `wo`.
+    pub fn attend(&self, x: &[f32], start: usize, cache: &mut KvCache, layer: usize) -> Vec<f32> {
         let p = &self.params;
         let mut q = self.wq.forward(x);
         let mut k = self.wk.forward(x);
-        let v = self.wv.forward(x);
+        let mut v = self
+            .wv
+            .as_ref()
+            .map_or_else(|| k.clone(), |wv| wv.forward(x));
         if let Some((qn, kn)) = &self.qk_norm {
             rms_norm(&mut q, qn, self.norm_eps);
             rms_norm(&mut k, kn, self.norm_eps);
+        }
+        if let Some(vn) = &self.v_norm {
+            rms_norm(&mut v, vn, self.norm_eps);
         }
         let n_tokens = q.len() / (p.n_head * p.head_dim_k);
         let positions: Vec<usize> = (start..start + n_tokens).collect();
         rope(&mut q, p.head_dim_k, &positions, &self.rope);
         rope(&mut k, p.head_dim_k, &positions, &self.rope);
         let (k_all, v_all) = cache.append(layer, &k, &v);
-        self.wo.forward(&attention(&q, k_all, v_all, start, p))
+        attention(&q, k_all, v_all, start, p)
     }
 }
 

@@ -60,6 +60,11 @@ pub fn gelu_tanh(x: f32) -> f32 {
     0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)).tanh())
 }
 
+/// The logistic function `1 / (1 + e^-x)`.
+pub fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
 /// SiLU (swish): `x * sigmoid(x)`.
 pub fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())

@@ -7,7 +7,8 @@
 //!   `tokenizer.ggml.pre` splits the text, bytes map to printable characters, and merges are
 //!   applied by rank.
 //!
-//! The tokenizer is built from plain data ([`Vocab`]) so it does not depend on the GGUF reader.
+//! The tokenizer is built from plain data ([`Vocab`]); [`Vocab::from_gguf`] reads that data from
+//! a GGUF file.
 
 mod bpe;
 mod merge;
@@ -18,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 
 use thiserror::Error;
 
+use crate::gguf::{Gguf, GgufError};
 use bpe::Bpe;
 use special::{Fragment, SpecialTokens};
 use spm::Spm;
@@ -57,6 +59,41 @@ pub struct Vocab {
     pub add_eos: Option<bool>,
     /// `tokenizer.ggml.add_space_prefix` (SentencePiece only).
     pub add_space_prefix: Option<bool>,
+}
+
+impl Vocab {
+    /// The `tokenizer.ggml.*` metadata of `g`; `model` and `tokens` are required.
+    pub fn from_gguf(g: &Gguf) -> Result<Self, GgufError> {
+        let key = |k: &str| format!("tokenizer.ggml.{k}");
+        let id = |k: &str| g.get_opt::<u32>(&key(k));
+        let flag = |k: &str| g.get_opt::<bool>(&key(k));
+        Ok(Self {
+            model: g.get_str(&key("model"))?.to_string(),
+            pre: g.get_opt::<&str>(&key("pre"))?.map(str::to_string),
+            tokens: g.get_str_array(&key("tokens"))?.to_vec(),
+            scores: g
+                .get_opt::<&[f32]>(&key("scores"))?
+                .unwrap_or_default()
+                .to_vec(),
+            token_types: g
+                .get_opt::<&[i32]>(&key("token_type"))?
+                .unwrap_or_default()
+                .to_vec(),
+            merges: g
+                .get_opt::<&[String]>(&key("merges"))?
+                .unwrap_or_default()
+                .to_vec(),
+            bos: id("bos_token_id")?,
+            eos: id("eos_token_id")?,
+            eot: id("eot_token_id")?,
+            eom: id("eom_token_id")?,
+            unk: id("unknown_token_id")?,
+            pad: id("padding_token_id")?,
+            add_bos: flag("add_bos_token")?,
+            add_eos: flag("add_eos_token")?,
+            add_space_prefix: flag("add_space_prefix")?,
+        })
+    }
 }
 
 /// Token type codes stored in `tokenizer.ggml.token_type`.
