@@ -14,7 +14,7 @@ use serde::Serialize;
 use zinc_runtime::half::f16;
 use zinc_runtime::{time_median_ms, Blas, DeviceBuffer, RuntimeError, Stream};
 
-use crate::harness::{self, DeviceCase, OutBuf};
+use crate::harness::{self, DeviceCase, ElemBuf};
 use crate::registry::Registry;
 use crate::specs::{spec_for, Baseline, Cost, Shape, Spec};
 
@@ -208,11 +208,12 @@ impl Bench<'_> {
     ) -> Result<Timed> {
         let kernel = self.registry.kernel(name)?;
         let stream = &self.stream;
-        let sets = rotation_sets(inputs.iter().map(|v| 4 * v.len()).sum(), self.l2_bytes);
+        let bytes = inputs.iter().map(|v| spec.input.size() * v.len()).sum();
+        let sets = rotation_sets(bytes, self.l2_bytes);
         let mut cases = (0..sets)
             .map(|_| {
-                let output = OutBuf::alloc(stream, spec.out, spec.output_len(shape))?;
-                DeviceCase::upload(stream, inputs, output, spec.scalars(shape))
+                let output = ElemBuf::alloc(stream, spec.out, spec.output_len(shape))?;
+                DeviceCase::upload(stream, spec.input, inputs, output, spec.scalars(shape))
             })
             .collect::<Result<Vec<_>>>()?;
         let us = time_rotating(stream, sets, |i| cases[i].launch(&kernel, stream))?;
@@ -246,6 +247,8 @@ impl Bench<'_> {
     }
 
     /// cuBLAS fp16 `Y[T][N] = X[T][K] · W[N][K]^T` with f16 output, on the kernel's inputs.
+    /// It writes half the output bytes of gemm_simt and gemm_f16 (f32 Y), negligible next to
+    /// the flops at the anchor shapes.
     fn time_cublas(&mut self, dims: &[usize], inputs: &[Vec<f32>]) -> Result<Timed> {
         let [t, n, k] = dims.try_into().context("a GEMM shape is T x N x K")?;
         let blas = match self.blas.take() {

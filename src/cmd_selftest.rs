@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 use zinc_runtime::Stream;
 
-use crate::harness::{self, DeviceCase, OutBuf};
+use crate::harness::{self, DeviceCase, ElemBuf};
 use crate::registry::Registry;
 use crate::specs::{spec_for, Shape, Spec};
 
@@ -70,8 +70,8 @@ fn check(
     let kernel = registry.kernel(name)?;
     let inputs = harness::random_inputs(spec, shape);
     let len = spec.output_len(shape);
-    let output = OutBuf::poisoned(stream, spec.out, len + GUARD)?;
-    let mut case = DeviceCase::upload(stream, &inputs, output, spec.scalars(shape))?;
+    let output = ElemBuf::poisoned(stream, spec.out, len + GUARD)?;
+    let mut case = DeviceCase::upload(stream, spec.input, &inputs, output, spec.scalars(shape))?;
     case.launch(&kernel, stream).context("launch")?;
     // The download waits for the kernel, so a fault in it surfaces here.
     let got = case
@@ -208,7 +208,7 @@ mod tests {
     use zinc_runtime::ScalarValue;
 
     use super::*;
-    use crate::specs::{Op, OutElem};
+    use crate::specs::{Elem, Op};
 
     #[test]
     fn errors_catch_unwritten_non_finite_and_overruns() {
@@ -235,7 +235,7 @@ mod tests {
             Op::RmsNorm => &[&[1, 1], &[3, 100], &[2, 600]],
             Op::Softmax => &[&[3, 1], &[4, 77], &[2, 700]],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &[&[1], &[1000]],
-            Op::Gemm => &[&[1, 1, 1], &[17, 33, 5], &[67, 131, 40]],
+            Op::Gemm => &[&[1, 1, 1], &[17, 33, 5], &[17, 33, 8], &[67, 131, 40]],
         }
     }
 
@@ -298,17 +298,23 @@ mod tests {
                 &specialized
             };
             let spec = spec_for(name).unwrap();
-            for dims in interp_shapes(spec) {
-                let shape = Shape(dims.to_vec());
+            for shape in spec.shapes(&[], interp_shapes(spec)) {
                 let inputs = harness::random_inputs(spec, &shape);
                 let len = spec.output_len(&shape);
                 let mut args: Vec<Arg> = inputs
                     .iter()
-                    .map(|v| Arg::ReadOnly(Buffer::from_f32(v)))
+                    .map(|v| {
+                        Arg::ReadOnly(match spec.input {
+                            Elem::F32 => Buffer::from_f32(v),
+                            Elem::F16 => Buffer::from_f16(
+                                &v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>(),
+                            ),
+                        })
+                    })
                     .collect();
                 args.push(Arg::Buffer(match spec.out {
-                    OutElem::F32 => Buffer::from_f32(&vec![f32::NAN; len + GUARD]),
-                    OutElem::F16 => Buffer::from_f16(&vec![f16::NAN; len + GUARD]),
+                    Elem::F32 => Buffer::from_f32(&vec![f32::NAN; len + GUARD]),
+                    Elem::F16 => Buffer::from_f16(&vec![f16::NAN; len + GUARD]),
                 }));
                 args.extend(
                     spec.scalars(&shape)
@@ -321,8 +327,8 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{name} at {shape}: {e}"));
                 let out = args[inputs.len()].buffer().unwrap();
                 let got: Vec<f64> = match spec.out {
-                    OutElem::F32 => out.to_f32().into_iter().map(f64::from).collect(),
-                    OutElem::F16 => out.to_f16().into_iter().map(f64::from).collect(),
+                    Elem::F32 => out.to_f32().into_iter().map(f64::from).collect(),
+                    Elem::F16 => out.to_f16().into_iter().map(f64::from).collect(),
                 };
                 let errors =
                     Errors::new(&got[..len], &spec.reference(&shape, &inputs), &got[len..]);

@@ -10,7 +10,7 @@ use zinc_runtime::half::f16;
 use zinc_runtime::{Arg, Device, DeviceBuffer, Grid, Kernel, ScalarValue, Stream};
 
 use crate::registry::Registry;
-use crate::specs::{OutElem, Shape, Spec};
+use crate::specs::{Elem, Shape, Spec};
 
 /// Opens GPU 0. Errors stay one line ("no CUDA driver ...").
 pub fn open_device() -> Result<Device> {
@@ -45,10 +45,18 @@ pub fn random_inputs(spec: &Spec, shape: &Shape) -> Vec<Vec<f32>> {
         h.wrapping_mul(31).wrapping_add(d as u64)
     });
     let mut rng = SmallRng::seed_from_u64(seed);
-    spec.inputs(shape)
+    let mut inputs: Vec<Vec<f32>> = spec
+        .inputs(shape)
         .iter()
         .map(|&(len, scale)| nonzero(&mut rng, len, scale))
-        .collect()
+        .collect();
+    // The reference then sees exactly the values the kernel reads.
+    if spec.input == Elem::F16 {
+        for v in inputs.iter_mut().flatten() {
+            *v = f16::from_f32(*v).to_f32();
+        }
+    }
+    inputs
 }
 
 /// `len` values of magnitude in `[scale / 10, scale]` with random signs: never zero, so a kernel
@@ -66,63 +74,75 @@ fn nonzero(rng: &mut impl Rng, len: usize, scale: f32) -> Vec<f32> {
         .collect()
 }
 
-/// A kernel's output buffer.
-pub enum OutBuf {
+/// A kernel's input or output buffer.
+pub enum ElemBuf {
     F32(DeviceBuffer<f32>),
     F16(DeviceBuffer<f16>),
 }
 
-impl OutBuf {
+impl ElemBuf {
     /// `len` elements with unspecified contents.
-    pub fn alloc(stream: &Stream, elem: OutElem, len: usize) -> Result<OutBuf> {
+    pub fn alloc(stream: &Stream, elem: Elem, len: usize) -> Result<ElemBuf> {
         Ok(match elem {
-            OutElem::F32 => OutBuf::F32(stream.alloc(len)?),
-            OutElem::F16 => OutBuf::F16(stream.alloc(len)?),
+            Elem::F32 => ElemBuf::F32(stream.alloc(len)?),
+            Elem::F16 => ElemBuf::F16(stream.alloc(len)?),
+        })
+    }
+
+    /// `host` converted to `elem` (exactly, for values drawn by [`random_inputs`]).
+    pub fn upload(stream: &Stream, elem: Elem, host: &[f32]) -> Result<ElemBuf> {
+        Ok(match elem {
+            Elem::F32 => ElemBuf::F32(stream.upload(host)?),
+            Elem::F16 => {
+                let h: Vec<f16> = host.iter().map(|&v| f16::from_f32(v)).collect();
+                ElemBuf::F16(stream.upload(&h)?)
+            }
         })
     }
 
     /// `len` NaNs, so that elements a kernel never writes stand out.
-    pub fn poisoned(stream: &Stream, elem: OutElem, len: usize) -> Result<OutBuf> {
+    pub fn poisoned(stream: &Stream, elem: Elem, len: usize) -> Result<ElemBuf> {
         Ok(match elem {
-            OutElem::F32 => OutBuf::F32(stream.upload(&vec![f32::NAN; len])?),
-            OutElem::F16 => OutBuf::F16(stream.upload(&vec![f16::NAN; len])?),
+            Elem::F32 => ElemBuf::F32(stream.upload(&vec![f32::NAN; len])?),
+            Elem::F16 => ElemBuf::F16(stream.upload(&vec![f16::NAN; len])?),
         })
     }
 
     /// The contents, widened (waits for the stream).
     pub fn download_f64(&self, stream: &Stream) -> Result<Vec<f64>> {
         Ok(match self {
-            OutBuf::F32(b) => stream.download(b)?.into_iter().map(f64::from).collect(),
-            OutBuf::F16(b) => stream.download(b)?.into_iter().map(f64::from).collect(),
+            ElemBuf::F32(b) => stream.download(b)?.into_iter().map(f64::from).collect(),
+            ElemBuf::F16(b) => stream.download(b)?.into_iter().map(f64::from).collect(),
         })
     }
 
     fn arg(&mut self) -> Arg<'_> {
         match self {
-            OutBuf::F32(b) => Arg::from(b),
-            OutBuf::F16(b) => Arg::from(b),
+            ElemBuf::F32(b) => Arg::from(b),
+            ElemBuf::F16(b) => Arg::from(b),
         }
     }
 }
 
 /// A kernel's arguments on the device: inputs, output, scalars.
 pub struct DeviceCase {
-    pub inputs: Vec<DeviceBuffer<f32>>,
-    pub output: OutBuf,
+    pub inputs: Vec<ElemBuf>,
+    pub output: ElemBuf,
     pub scalars: Vec<ScalarValue>,
 }
 
 impl DeviceCase {
     pub fn upload(
         stream: &Stream,
+        input: Elem,
         inputs: &[Vec<f32>],
-        output: OutBuf,
+        output: ElemBuf,
         scalars: Vec<ScalarValue>,
     ) -> Result<DeviceCase> {
         let inputs = inputs
             .iter()
-            .map(|host| stream.upload(host))
-            .collect::<Result<_, _>>()?;
+            .map(|host| ElemBuf::upload(stream, input, host))
+            .collect::<Result<_>>()?;
         Ok(DeviceCase {
             inputs,
             output,
@@ -132,7 +152,7 @@ impl DeviceCase {
 
     /// Queues one launch with the grid from the kernel's manifest.
     pub fn launch(&mut self, kernel: &Kernel, stream: &Stream) -> zinc_runtime::Result<()> {
-        let mut args: Vec<Arg> = self.inputs.iter().map(Arg::from).collect();
+        let mut args: Vec<Arg> = self.inputs.iter_mut().map(ElemBuf::arg).collect();
         args.push(self.output.arg());
         args.extend(self.scalars.iter().map(|&s| Arg::from(s)));
         kernel.launch(stream, Grid::Auto, &mut args).map(drop)

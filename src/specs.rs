@@ -23,11 +23,20 @@ pub enum Op {
     Gemm,
 }
 
-/// A kernel output's element type.
+/// The element type of a kernel's input or output buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OutElem {
+pub enum Elem {
     F32,
     F16,
+}
+
+impl Elem {
+    pub fn size(self) -> usize {
+        match self {
+            Elem::F32 => 4,
+            Elem::F16 => 2,
+        }
+    }
 }
 
 /// The floor a kernel is measured against.
@@ -51,22 +60,31 @@ pub struct Spec {
     /// The kernel's name; its variants (`name@...`) share the spec.
     pub kernel: &'static str,
     pub op: Op,
-    pub out: OutElem,
+    /// The element type of every input view (inputs are drawn as f32 and rounded to it).
+    pub input: Elem,
+    pub out: Elem,
 }
 
 pub const SPECS: &[Spec] = &[
-    spec("rmsnorm_f32", Op::RmsNorm, OutElem::F32),
-    spec("rmsnorm_f16", Op::RmsNorm, OutElem::F16),
-    spec("softmax_rows", Op::Softmax, OutElem::F32),
-    spec("add_f32", Op::Add, OutElem::F32),
-    spec("silu_mul_f32", Op::SiluMul, OutElem::F32),
-    spec("gelu_mul_f32", Op::GeluMul, OutElem::F32),
-    spec("f32_to_f16", Op::ToF16, OutElem::F16),
-    spec("gemm_simt", Op::Gemm, OutElem::F32),
+    spec("rmsnorm_f32", Op::RmsNorm, Elem::F32, Elem::F32),
+    spec("rmsnorm_f16", Op::RmsNorm, Elem::F32, Elem::F16),
+    spec("softmax_rows", Op::Softmax, Elem::F32, Elem::F32),
+    spec("add_f32", Op::Add, Elem::F32, Elem::F32),
+    spec("silu_mul_f32", Op::SiluMul, Elem::F32, Elem::F32),
+    spec("gelu_mul_f32", Op::GeluMul, Elem::F32, Elem::F32),
+    spec("f32_to_f16", Op::ToF16, Elem::F32, Elem::F16),
+    spec("gemm_simt", Op::Gemm, Elem::F32, Elem::F32),
+    // f16 x f16 -> f32 on the tensor cores; its 16-byte copies need K % 8 == 0.
+    spec("gemm_f16", Op::Gemm, Elem::F16, Elem::F32),
 ];
 
-const fn spec(kernel: &'static str, op: Op, out: OutElem) -> Spec {
-    Spec { kernel, op, out }
+const fn spec(kernel: &'static str, op: Op, input: Elem, out: Elem) -> Spec {
+    Spec {
+        kernel,
+        op,
+        input,
+        out,
+    }
 }
 
 /// The spec of a registered kernel or variant.
@@ -105,6 +123,15 @@ impl Spec {
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => {
                 &[&[1], &[1000], &[1_000_003], &[1 << 24]]
             }
+            // K a multiple of 8, ragged in every dimension otherwise.
+            Op::Gemm if self.input == Elem::F16 => &[
+                &[1, 1, 8],
+                &[17, 33, 40],
+                &[67, 131, 1000],
+                &[513, 257, 304],
+                &[128, 4096, 4096],
+                &[64, 1024, 14336],
+            ],
             Op::Gemm => &[
                 &[1, 1, 1],
                 &[17, 33, 5],
@@ -128,7 +155,16 @@ impl Spec {
         }
     }
 
-    /// The f32 input buffers, in argument order: (length, magnitude of the random values).
+    /// Whether the kernel handles a shape: f16 GEMMs copy K in 16-byte chunks, so they need K
+    /// to be a multiple of 8.
+    pub fn accepts(&self, s: &Shape) -> bool {
+        match (self.op, self.input) {
+            (Op::Gemm, Elem::F16) => s.0[2].is_multiple_of(8),
+            _ => true,
+        }
+    }
+
+    /// The input buffers, in argument order: (length, magnitude of the random values).
     pub fn inputs(&self, s: &Shape) -> Vec<(usize, f32)> {
         let d = &s.0;
         match self.op {
@@ -184,24 +220,30 @@ impl Spec {
     pub fn tolerance(&self) -> f64 {
         match (self.out, self.op) {
             // Rounding to f16 alone costs up to 2^-11 of the value.
-            (OutElem::F16, _) => 1e-3,
+            (Elem::F16, _) => 1e-3,
             // One correctly rounded f32 operation.
-            (OutElem::F32, Op::Add) => 1e-6,
+            (Elem::F32, Op::Add) => 1e-6,
+            // Tensor cores add each k-step's products with truncation, not one rounding.
+            (Elem::F32, Op::Gemm) if self.input == Elem::F16 => 1e-4,
             // f32 reductions, fast exp, and K-long f32 sums.
-            (OutElem::F32, _) => 1e-5,
+            (Elem::F32, _) => 1e-5,
         }
     }
 
     pub fn cost(&self, s: &Shape) -> Cost {
         let d = &s.0;
         let out = match self.out {
-            OutElem::F32 => 4.0,
-            OutElem::F16 => 2.0,
+            Elem::F32 => 4.0,
+            Elem::F16 => 2.0,
         };
         if self.op == Op::Gemm {
             return Cost::Flops(2.0 * d[0] as f64 * d[1] as f64 * d[2] as f64);
         }
-        let read: usize = self.inputs(s).iter().map(|&(len, _)| 4 * len).sum();
+        let read: usize = self
+            .inputs(s)
+            .iter()
+            .map(|&(len, _)| self.input.size() * len)
+            .sum();
         Cost::Bytes(read as f64 + out * self.output_len(s) as f64)
     }
 
@@ -222,14 +264,19 @@ impl Spec {
             .join(" ")
     }
 
-    /// `requested` shapes of this kernel's rank, or `defaults` when none were requested.
+    /// `requested` shapes of this kernel's rank that it accepts, or `defaults` (those it
+    /// accepts) when none were requested.
     pub fn shapes(&self, requested: &[Shape], defaults: &[&[usize]]) -> Vec<Shape> {
         if requested.is_empty() {
-            defaults.iter().map(|d| Shape(d.to_vec())).collect()
+            defaults
+                .iter()
+                .map(|d| Shape(d.to_vec()))
+                .filter(|s| self.accepts(s))
+                .collect()
         } else {
             requested
                 .iter()
-                .filter(|s| s.0.len() == self.dims().len())
+                .filter(|s| s.0.len() == self.dims().len() && self.accepts(s))
                 .cloned()
                 .collect()
         }
@@ -288,15 +335,18 @@ mod tests {
             .inputs(shape)
             .iter()
             .map(|&(len, _)| ArgDesc::Buffer {
-                elem: DType::F32,
+                elem: match spec.input {
+                    Elem::F32 => DType::F32,
+                    Elem::F16 => DType::F16,
+                },
                 len,
                 mutable: false,
             })
             .collect();
         args.push(ArgDesc::Buffer {
             elem: match spec.out {
-                OutElem::F32 => DType::F32,
-                OutElem::F16 => DType::F16,
+                Elem::F32 => DType::F32,
+                Elem::F16 => DType::F16,
             },
             len: spec.output_len(shape),
             mutable: true,
@@ -393,6 +443,17 @@ mod tests {
             Cost::Bytes((64 + 32 + 32) as f64)
         );
         assert_eq!(norm.baseline(), Baseline::Copy);
+    }
+
+    #[test]
+    fn f16_gemm_takes_k_in_whole_16_byte_chunks() {
+        let gemm = spec_for("gemm_f16@BM=64,WM=32").unwrap();
+        assert_eq!((gemm.input, gemm.out), (Elem::F16, Elem::F32));
+        assert!(gemm.accepts(&Shape(vec![7, 9, 16])));
+        assert!(!gemm.accepts(&Shape(vec![7, 9, 12])));
+        let ragged: Shape = "7x9x12".parse().unwrap();
+        assert_eq!(gemm.shapes(&[ragged], &[]), vec![]);
+        assert!(gemm.selftest_shapes().iter().all(|d| d[2] % 8 == 0));
     }
 
     #[test]

@@ -20,7 +20,10 @@ fn examples() -> Vec<PathBuf> {
         .filter(|p| p.extension().is_some_and(|e| e == "tile"))
         .collect();
     files.sort();
-    assert!(files.len() >= 4, "expected the four examples, found {files:?}");
+    assert!(
+        files.len() >= 4,
+        "expected the four examples, found {files:?}"
+    );
     files
 }
 
@@ -62,7 +65,12 @@ fn ptx_snapshots_and_ptxas() {
             let out = zinc_codegen::compile(&c.module, &opts, zinc_codegen::Emit::Ptx)
                 .unwrap_or_else(|e| panic!("{}: {arch}: {e}", file.display()));
             // The header names the LLVM version; keep snapshots stable across LLVM patch releases.
-            let body: String = out.text.lines().filter(|l| !l.starts_with("//")).collect::<Vec<_>>().join("\n");
+            let body: String = out
+                .text
+                .lines()
+                .filter(|l| !l.starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
             insta::assert_snapshot!(format!("ptx_{}_{arch}", stem(&file)), body);
             let ptx = dir.join(format!("{}_{arch}.ptx", stem(&file)));
             std::fs::write(&ptx, &out.text).unwrap();

@@ -138,7 +138,7 @@ pub(crate) fn type_name(ty: &Type) -> String {
             if *mutable { "mut " } else { "" },
             type_name(elem)
         ),
-        Type::Frag(_) => ty.to_string(),
+        Type::Frag(_) | Type::Array { .. } => ty.to_string(),
     }
 }
 

@@ -82,7 +82,7 @@ pub struct LaunchDims {
     pub span: Span,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum TypeExpr {
     Named(Ident),
     /// `name<arg>`: a fragment type such as `frag_acc<f32>`.
@@ -97,13 +97,21 @@ pub enum TypeExpr {
         elem: Box<TypeExpr>,
         span: Span,
     },
+    /// `[D0][D1]... elem`: a register array (locals only).
+    Array {
+        dims: Vec<Expr>,
+        elem: Box<TypeExpr>,
+        span: Span,
+    },
 }
 
 impl TypeExpr {
     pub fn span(&self) -> Span {
         match self {
             TypeExpr::Named(id) => id.span,
-            TypeExpr::View { span, .. } | TypeExpr::Generic { span, .. } => *span,
+            TypeExpr::View { span, .. }
+            | TypeExpr::Generic { span, .. }
+            | TypeExpr::Array { span, .. } => *span,
         }
     }
 }
@@ -161,6 +169,8 @@ pub enum StmtKind {
         start: Expr,
         end: Expr,
         step: Option<Expr>,
+        /// `unroll`: the bounds and step are constants and the body is copied per iteration.
+        unroll: bool,
         body: Block,
     },
     While {

@@ -179,6 +179,13 @@ pub enum Type {
     },
     /// A tensor-core fragment (registers only: never in memory).
     Frag(Frag),
+    /// A local register array of scalars, vectors or fragments, `dims` outermost first,
+    /// row-major. Only `var`/`let` locals have this type, and every index into one is a
+    /// compile-time constant, so code generation can keep each element in registers.
+    Array {
+        elem: Box<Type>,
+        dims: Vec<u32>,
+    },
 }
 
 impl Type {
@@ -197,8 +204,14 @@ impl Type {
             Type::Vector(s, n) => s.size() * (*n as u32),
             Type::View { .. } => 8,
             Type::Frag(f) => 4 * u32::from(f.regs()),
+            Type::Array { elem, dims } => elem.size() * dims.iter().product::<u32>(),
         }
     }
+}
+
+/// The row-major position of the element at `index` in an array of `dims`.
+pub fn flat_index(dims: &[u32], index: &[u32]) -> u32 {
+    dims.iter().zip(index).fold(0, |acc, (d, i)| acc * d + i)
 }
 
 /// Index of a variable (parameter or local) in [`Function::vars`].
@@ -307,6 +320,13 @@ pub enum StmtKind {
         var: VarId,
         value: Expr,
     },
+    /// `var[index] = value` for a register array `var` ([`Type::Array`]); one constant index per
+    /// dimension.
+    SetElement {
+        var: VarId,
+        index: Vec<u32>,
+        value: Expr,
+    },
     /// `*ptr = value`; `ptr` has a mutable view type whose element type is `value`'s type.
     Store {
         ptr: Expr,
@@ -367,10 +387,17 @@ impl Eq for ConstValue {}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExprKind {
-    /// A constant of the expression's (scalar) type.
+    /// A constant of the expression's scalar type; of a vector, fragment or array type it fills
+    /// every element (arrays only as a `Let`'s initializer).
     Const(ConstValue),
-    /// Read a parameter or local.
+    /// Read a parameter or local (never a whole register array).
     Var(VarId),
+    /// Read the element of register array `var` ([`Type::Array`]) at `index`, one constant per
+    /// dimension.
+    Element {
+        var: VarId,
+        index: Vec<u32>,
+    },
     /// The view of a shared array's first element (type `View { space: Shared, mutable: true }`).
     SharedArray(SharedId),
     Unary(UnOp, Box<Expr>),

@@ -80,6 +80,8 @@ pub enum Tok<'a> {
     In,
     #[token("step")]
     Step,
+    #[token("unroll")]
+    Unroll,
     #[token("while")]
     While,
     #[token("break")]
@@ -331,6 +333,7 @@ impl fmt::Display for Tok<'_> {
             Tok::For => "for",
             Tok::In => "in",
             Tok::Step => "step",
+            Tok::Unroll => "unroll",
             Tok::While => "while",
             Tok::Break => "break",
             Tok::Continue => "continue",

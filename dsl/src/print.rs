@@ -28,6 +28,10 @@ impl fmt::Display for Type {
                 write!(f, "{space}{m} [{elem}]")
             }
             Type::Frag(frag) => write!(f, "{}<{}>", frag.role_name(), frag.elem.name()),
+            Type::Array { elem, dims } => {
+                dims.iter().try_for_each(|d| write!(f, "[{d}]"))?;
+                write!(f, " {elem}")
+            }
         }
     }
 }
@@ -154,6 +158,14 @@ impl<'m> Printer<'m> {
             StmtKind::Assign { var, value } => {
                 format!("{} = {};", self.var(var.0), self.expr(value))
             }
+            StmtKind::SetElement { var, index, value } => {
+                format!(
+                    "{}{} = {};",
+                    self.var(var.0),
+                    index_text(index),
+                    self.expr(value)
+                )
+            }
             StmtKind::Store { ptr, value } => {
                 format!("store {} <- {};", self.expr(ptr), self.expr(value))
             }
@@ -216,13 +228,14 @@ impl<'m> Printer<'m> {
         match &e.kind {
             ExprKind::Const(v) => match v {
                 ConstValue::Bool(b) => b.to_string(),
-                // A fragment filled with one value.
-                other if matches!(e.ty, Type::Frag(_)) => {
+                // A fragment or array filled with one value.
+                other if matches!(e.ty, Type::Frag(_) | Type::Array { .. }) => {
                     format!("{}({})", e.ty, const_text(other))
                 }
                 other => format!("{}{}", const_text(other), e.ty),
             },
             ExprKind::Var(v) => self.var(v.0),
+            ExprKind::Element { var, index } => format!("{}{}", self.var(var.0), index_text(index)),
             ExprKind::SharedArray(id) => {
                 let name = self
                     .function
@@ -298,6 +311,11 @@ impl<'m> Printer<'m> {
             }
         }
     }
+}
+
+/// `[1][2]`.
+fn index_text(index: &[u32]) -> String {
+    index.iter().map(|i| format!("[{i}]")).collect()
 }
 
 fn special(s: Special) -> String {

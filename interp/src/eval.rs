@@ -1,7 +1,7 @@
 //! Expressions, evaluated for all active threads of the block at once.
 
 use zinc_dsl::diag::Span;
-use zinc_dsl::ir::{Axis, Expr, ExprKind, LogicalOp, Scalar, Space, Special, Type};
+use zinc_dsl::ir::{flat_index, Axis, Expr, ExprKind, LogicalOp, Scalar, Space, Special, Type};
 
 use crate::error::{ErrorKind, InterpError, Location, RaceAccess};
 use crate::exec::{Lanes, Machine, Mask, Result, UNSET};
@@ -24,6 +24,13 @@ impl<'m> Machine<'m, '_> {
                     return Err(self.malformed(e.span, "a variable read before its definition"));
                 }
                 Ok(values.clone())
+            }
+            ExprKind::Element { var, index } => {
+                let Type::Array { dims, .. } = &self.frame_fn().vars[var.0 as usize].ty else {
+                    return Err(self.malformed(e.span, "an element of a non-array"));
+                };
+                self.element(*var, flat_index(dims, index))
+                    .ok_or_else(|| self.malformed(e.span, "an array read before its definition"))
             }
             ExprKind::SharedArray(id) => {
                 let ptr = Value::Ptr(Pointer {

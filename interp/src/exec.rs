@@ -4,7 +4,9 @@
 //! take threads out of the mask until the construct they leave is done.
 
 use zinc_dsl::diag::{SourceMap, Span};
-use zinc_dsl::ir::{BinOp, Block, Expr, FuncId, Function, Module, Stmt, StmtKind, VarId};
+use zinc_dsl::ir::{
+    flat_index, BinOp, Block, Expr, ExprKind, FuncId, Function, Module, Stmt, StmtKind, Type, VarId,
+};
 
 use crate::copy::Copies;
 use crate::error::{ErrorKind, InterpError, Location, ThreadId};
@@ -193,8 +195,39 @@ impl<'m, 'a> Machine<'m, 'a> {
         self.frames.last_mut().expect("a function is running")
     }
 
+    /// The running function.
+    pub fn frame_fn(&self) -> &'m Function {
+        self.frames.last().expect("a function is running").func
+    }
+
     pub fn var(&self, v: VarId) -> &Lanes {
         &self.frames.last().expect("a function is running").vars[v.0 as usize]
+    }
+
+    /// Element `flat` of register array `v` for every thread; None before its definition.
+    /// An array's slot holds its elements one after another, each with a value per thread.
+    pub fn element(&self, v: VarId, flat: u32) -> Option<Lanes> {
+        let n = self.threads;
+        let start = flat as usize * n;
+        self.var(v).get(start..start + n).map(<[Value]>::to_vec)
+    }
+
+    /// Set element `flat` (None: every element) of register array `v` of `len` elements.
+    fn set_element(&mut self, v: VarId, len: u32, flat: Option<u32>, values: &Lanes, mask: &Mask) {
+        let n = self.threads;
+        let slot = &mut self.frame().vars[v.0 as usize];
+        if slot.is_empty() {
+            *slot = vec![UNSET; len as usize * n];
+        }
+        let elements = match flat {
+            Some(i) => i..i + 1,
+            None => 0..len,
+        };
+        for e in elements {
+            for t in mask.lanes() {
+                slot[e as usize * n + t] = values[t];
+            }
+        }
     }
 
     fn set_var(&mut self, v: VarId, values: &Lanes, mask: &Mask) {
@@ -272,8 +305,33 @@ impl<'m, 'a> Machine<'m, 'a> {
         self.step(active.count(), stmt.span)?;
         match &stmt.kind {
             StmtKind::Let { var, init: value } | StmtKind::Assign { var, value } => {
+                match &value.ty {
+                    // The checker only lets a literal fill a whole array.
+                    Type::Array { elem, dims } => {
+                        let ExprKind::Const(c) = &value.kind else {
+                            return Err(
+                                self.malformed(stmt.span, "an array value that is not a fill")
+                            );
+                        };
+                        let Some(v) = Value::from_const_typed(elem, c) else {
+                            return Err(self.malformed(stmt.span, "an array fill of a vector type"));
+                        };
+                        let v = vec![v; self.threads];
+                        self.set_element(*var, dims.iter().product(), None, &v, active);
+                    }
+                    _ => {
+                        let v = self.eval(value, active)?;
+                        self.set_var(*var, &v, active);
+                    }
+                }
+            }
+            StmtKind::SetElement { var, index, value } => {
+                let Type::Array { dims, .. } = &self.frame_fn().vars[var.0 as usize].ty else {
+                    return Err(self.malformed(stmt.span, "an element of a non-array"));
+                };
+                let (len, flat) = (dims.iter().product(), flat_index(dims, index));
                 let v = self.eval(value, active)?;
-                self.set_var(*var, &v, active);
+                self.set_element(*var, len, Some(flat), &v, active);
             }
             StmtKind::Store { ptr, value } => {
                 let ptrs = self.eval(ptr, active)?;

@@ -327,3 +327,33 @@ kernel bits(x: global [u32], y: global mut [u32]) grid(1) block(1) {
     assert_eq!(y[3], pair(2.25, 4.0));
     assert_eq!(y[4], pair(3.75, 2.0));
 }
+
+/// examples/mma_array.tile: a 2 x 2 register array of accumulators, filled by unrolled loops.
+#[test]
+fn register_array_of_accumulators_matches_the_reference() {
+    let c = compile(include_str!("../../examples/mma_array.tile"));
+    let half = |x: Vec<f32>| -> Vec<f16> { x.iter().map(|&v| f16::from_f32(v)).collect() };
+    let (a, bt) = (half(random(32 * 16, 4)), half(random(16 * 16, 5)));
+    let reps = 3;
+    let mut args = [
+        Arg::Buffer(Buffer::from_f16(&a)),
+        Arg::Buffer(Buffer::from_f16(&bt)),
+        Arg::Buffer(Buffer::from_f32(&[0.0; 32 * 16])),
+        Arg::Scalar(Value::U32(reps)),
+    ];
+    launch(&c, "mma_array", &mut args).unwrap();
+    let got = args[2].buffer().unwrap().to_f32();
+    for i in 0..32 {
+        for j in 0..16 {
+            let dot: f64 = (0..16)
+                .map(|k| a[i * 16 + k].to_f64() * bt[j * 16 + k].to_f64())
+                .sum();
+            let want = f64::from(reps) * dot;
+            let g = f64::from(got[i * 16 + j]);
+            assert!(
+                (g - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "C[{i}][{j}]: {g} vs {want}"
+            );
+        }
+    }
+}

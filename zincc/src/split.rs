@@ -68,6 +68,7 @@ fn for_each_expr_in_block_mut(block: &mut Block, f: &mut dyn FnMut(&mut Expr)) {
         match &mut stmt.kind {
             StmtKind::Let { init: e, .. }
             | StmtKind::Assign { value: e, .. }
+            | StmtKind::SetElement { value: e, .. }
             | StmtKind::Return(Some(e))
             | StmtKind::Expr(e) => for_each_expr_mut(e, f),
             StmtKind::Store { ptr, value } => {
@@ -111,8 +112,11 @@ fn for_each_expr_in_block_mut(block: &mut Block, f: &mut dyn FnMut(&mut Expr)) {
 fn for_each_expr_mut(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
     f(e);
     match &mut e.kind {
-        ExprKind::Const(_) | ExprKind::Var(_) | ExprKind::SharedArray(_) | ExprKind::Special(_) => {
-        }
+        ExprKind::Const(_)
+        | ExprKind::Var(_)
+        | ExprKind::Element { .. }
+        | ExprKind::SharedArray(_)
+        | ExprKind::Special(_) => {}
         ExprKind::Unary(_, a)
         | ExprKind::Cast(a)
         | ExprKind::Bitcast(a)

@@ -29,6 +29,11 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                     .build_load(ty, self.vars[id.0 as usize], "")
                     .at(span)?
             }
+            ExprKind::Element { var, index } => {
+                let slot = self.element_slot(*var, index, span)?;
+                let ty = self.value_type(&e.ty, span)?;
+                self.b.build_load(ty, slot, "").at(span)?
+            }
             ExprKind::SharedArray(id) => self.shared[id.0 as usize].into(),
             ExprKind::Unary(op, x) => {
                 let s = self.scalar_of(&x.ty, span)?;
@@ -121,6 +126,19 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
         if let Type::Frag(frag) = ty {
             let reg = self.constant(c, &frag.reg_type(), span)?;
             return self.frag_splat(*frag, reg, span);
+        }
+        if let Type::Array { elem, dims } = ty {
+            let x = self.constant(c, elem, span)?;
+            let ty = self.value_type(ty, span)?.into_array_type();
+            let mut array = ty.get_poison();
+            for i in 0..dims.iter().product() {
+                array = self
+                    .b
+                    .build_insert_value(array, x, i, "")
+                    .at(span)?
+                    .into_array_value();
+            }
+            return Ok(array.into());
         }
         let scalar_ty = self.value_type(&Type::Scalar(self.scalar_of(ty, span)?), span)?;
         let v: BasicValueEnum = match (c, scalar_ty) {

@@ -1,9 +1,9 @@
 //! Statements and structured control flow.
 
 use inkwell::basic_block::BasicBlock;
-use inkwell::values::BasicValue;
+use inkwell::values::{BasicValue, PointerValue};
 use zinc_dsl::diag::Span;
-use zinc_dsl::ir::{BinOp, Block, Expr, FenceScope, Stmt, StmtKind, VarId};
+use zinc_dsl::ir::{flat_index, BinOp, Block, Expr, FenceScope, Stmt, StmtKind, Type, VarId};
 
 use super::ll::{self, Op, Scope};
 use super::{internal, At, FnLowerer, Loop, Result};
@@ -19,6 +19,11 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             StmtKind::Let { var, init: value } | StmtKind::Assign { var, value } => {
                 let v = self.value(value)?;
                 self.b.build_store(self.vars[var.0 as usize], v).at(span)?;
+            }
+            StmtKind::SetElement { var, index, value } => {
+                let v = self.value(value)?;
+                let slot = self.element_slot(*var, index, span)?;
+                self.b.build_store(slot, v).at(span)?;
             }
             StmtKind::Store { ptr, value } => self.store(ptr, value, span)?,
             StmtKind::If {
@@ -95,6 +100,35 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             }
         }
         Ok(())
+    }
+
+    /// The address of an element of register array `var` in its stack slot; the index is
+    /// constant, so SROA turns the slot into one register per element.
+    pub(super) fn element_slot(
+        &self,
+        var: VarId,
+        index: &[u32],
+        span: Span,
+    ) -> Result<PointerValue<'ctx>> {
+        let v = &self.f.vars[var.0 as usize];
+        let Type::Array { dims, .. } = &v.ty else {
+            return Err(internal(
+                format!("`{}` indexed but not an array", v.name),
+                span,
+            ));
+        };
+        let ty = self.value_type(&v.ty, span)?;
+        let i32 = self.ctx.i32_type();
+        let at = [
+            i32.const_zero(),
+            i32.const_int(u64::from(flat_index(dims, index)), false),
+        ];
+        // SAFETY: the checker bounds every index by its dimension, so the element exists.
+        unsafe {
+            self.b
+                .build_in_bounds_gep(ty, self.vars[var.0 as usize], &at, "")
+                .at(span)
+        }
     }
 
     /// Lowering after a terminator goes to a fresh block without predecessors.

@@ -74,6 +74,11 @@ impl<'ctx> Types<'ctx> {
                 .of(&f.reg_type(), in_memory)?
                 .array_type(u32::from(f.regs()))
                 .into(),
+            // Flat and row-major; constant indices let SROA give each element its registers.
+            Type::Array { elem, dims } => self
+                .of(elem, in_memory)?
+                .array_type(dims.iter().product())
+                .into(),
         })
     }
 

@@ -131,3 +131,22 @@ fn sass_holds_tensor_core_and_async_copy_instructions_without_spills() {
         );
     }
 }
+
+/// An accumulator array indexed from `unroll` loops lives in registers: no local memory.
+#[test]
+fn unrolled_register_arrays_stay_out_of_local_memory() {
+    let c = zinc_dsl::compile_source(
+        "mma_array.tile",
+        include_str!("../../../examples/mma_array.tile"),
+        &[],
+        &|_| None,
+    )
+    .unwrap_or_else(|f| panic!("{}", f.render()));
+    for arch in ARCHS {
+        let opts = Options::new(arch, None).unwrap();
+        let text = compile(&c.module, &opts, Emit::Ptx).unwrap().text;
+        assert!(!text.contains(".local"), "{arch}: local memory:\n{text}");
+        let mmas = text.matches("mma.sync.aligned.m16n8k16").count();
+        assert_eq!(mmas, 4, "{arch}: one mma per tile:\n{text}");
+    }
+}

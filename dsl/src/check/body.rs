@@ -29,6 +29,20 @@ pub enum Binding {
     Poisoned,
 }
 
+/// The loops around the statement being checked, innermost last.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum LoopKind {
+    Run,
+    /// An `unroll` loop: its iterations are copied out, so nothing can jump out of them.
+    Unrolled,
+}
+
+/// Most iterations an `unroll` loop may have: each is a copy of the body.
+const MAX_UNROLL: i128 = 256;
+
+/// Most elements a register array may have.
+const MAX_ARRAY_ELEMS: u64 = 1024;
+
 /// How a variable came to be, for the message when it is assigned.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Origin {
@@ -46,7 +60,7 @@ pub struct FnCx<'c, 'a> {
     origins: Vec<Origin>,
     pub shared: Vec<ir::SharedArray>,
     scopes: Vec<HashMap<String, (Binding, Span)>>,
-    loops: u32,
+    loops: Vec<LoopKind>,
     /// Device functions called, by index into `Checker::fns`, with the call's span.
     pub calls: Vec<(usize, Span)>,
     errors_before: usize,
@@ -63,7 +77,7 @@ impl<'c, 'a> FnCx<'c, 'a> {
             origins: Vec::new(),
             shared: Vec::new(),
             scopes: vec![HashMap::new()],
-            loops: 0,
+            loops: Vec::new(),
             calls: Vec::new(),
             errors_before,
         }
@@ -155,11 +169,13 @@ impl<'c, 'a> FnCx<'c, 'a> {
     fn stmts(&mut self, stmts: &[ast::Stmt], top: bool) -> ir::Block {
         stmts
             .iter()
-            .filter_map(|s| self.stmt(s, top).ok().flatten())
+            .flat_map(|s| self.stmt(s, top).unwrap_or_default())
             .collect()
     }
 
-    fn stmt(&mut self, s: &ast::Stmt, top: bool) -> Res<Option<ir::Stmt>> {
+    /// The IR of one statement: none for a shared array declaration, several for an unrolled
+    /// loop.
+    fn stmt(&mut self, s: &ast::Stmt, top: bool) -> Res<Vec<ir::Stmt>> {
         let kind = match &s.kind {
             StmtKind::Let {
                 mutable,
@@ -182,7 +198,7 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 if declared.is_err() {
                     self.bind(&name.name, Binding::Poisoned, name.span);
                 }
-                return declared.map(|()| None);
+                return declared.map(|()| Vec::new());
             }
             StmtKind::Assign { target, op, value } => self.assign(target, *op, value, s.span)?,
             StmtKind::If {
@@ -207,13 +223,30 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 start,
                 end,
                 step,
+                unroll,
                 body,
-            } => self.for_loop(var, start, end, step.as_ref(), body)?,
+            } => {
+                let header = self.loop_header(var, start, end, step.as_ref(), body)?;
+                if *unroll {
+                    return self.unrolled_loop(var, header, body, s.span);
+                }
+                let (start, end, step) = header;
+                self.scopes.push(HashMap::new());
+                let ty = start.ty.clone();
+                let var = self.new_var(&var.name, ty, Origin::Loop, var.span);
+                let body = self.loop_block(LoopKind::Run, body);
+                self.scopes.pop();
+                ir::StmtKind::For {
+                    var,
+                    start,
+                    end,
+                    step,
+                    body,
+                }
+            }
             StmtKind::While { cond, body } => {
                 let cond = self.expect(cond, &Type::Scalar(Scalar::Bool), "a `while` condition");
-                self.loops += 1;
-                let body = self.block(body);
-                self.loops -= 1;
+                let body = self.loop_block(LoopKind::Run, body);
                 ir::StmtKind::While { cond: cond?, body }
             }
             StmtKind::Break | StmtKind::Continue => {
@@ -222,9 +255,15 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 } else {
                     "continue"
                 };
-                if self.loops == 0 {
-                    let d = Diagnostic::error(format!("`{word}` outside of a loop"), s.span);
-                    return Err(self.error(d));
+                let why = match self.loops.last() {
+                    None => Some(format!("`{word}` outside of a loop")),
+                    Some(LoopKind::Unrolled) => Some(format!(
+                        "`{word}` cannot leave an `unroll` loop: its iterations are copied out at compile time"
+                    )),
+                    Some(LoopKind::Run) => None,
+                };
+                if let Some(message) = why {
+                    return Err(self.error(Diagnostic::error(message, s.span)));
                 }
                 if word == "break" {
                     ir::StmtKind::Break
@@ -235,13 +274,21 @@ impl<'c, 'a> FnCx<'c, 'a> {
             StmtKind::Return(value) => self.return_stmt(value.as_ref(), s.span)?,
             StmtKind::Expr(e) => self.expr_stmt(e)?,
         };
-        Ok(Some(ir::Stmt { kind, span: s.span }))
+        Ok(vec![ir::Stmt { kind, span: s.span }])
+    }
+
+    /// A loop body, checked in its own scope.
+    fn loop_block(&mut self, kind: LoopKind, body: &ast::Block) -> ir::Block {
+        self.loops.push(kind);
+        let out = self.block(body);
+        self.loops.pop();
+        out
     }
 
     fn let_init(&mut self, ty: Option<&ast::TypeExpr>, init: &ast::Expr) -> Res<(ir::Expr, Type)> {
         match ty {
             Some(t) => {
-                let ty = super::types::resolve(self.ck, t, super::types::Usage::Local)?;
+                let ty = self.local_type(t)?;
                 let init = self.expect(init, &ty, "the initializer")?;
                 Ok((init, ty))
             }
@@ -278,44 +325,8 @@ impl<'c, 'a> FnCx<'c, 'a> {
             return Err(self.error(d));
         }
         let elem = super::types::resolve(self.ck, elem, super::types::Usage::SharedElem);
-        let mut sizes = Vec::new();
-        let mut len: u64 = 1;
-        for d in dims {
-            let x = self.value(d, Some(&Type::Scalar(Scalar::U32)))?;
-            if !x.ty.scalar().is_some_and(Scalar::is_int) {
-                let d = Diagnostic::error(
-                    format!("shared array dimensions must be integers, found `{}`", x.ty),
-                    d.span,
-                );
-                return Err(self.error(d));
-            }
-            let v = eval_or_report(self.ck, &x, "a shared array dimension")?;
-            let n = match v {
-                ConstValue::Int(n) if n > 0 => u64::try_from(n).ok(),
-                _ => {
-                    let d = Diagnostic::error(
-                        format!(
-                            "shared array `{}` has a dimension of {}: dimensions must be positive",
-                            name.name,
-                            crate::print::const_text(&v)
-                        ),
-                        d.span,
-                    );
-                    return Err(self.error(d));
-                }
-            };
-            len = match n.and_then(|n| len.checked_mul(n)) {
-                Some(len) if len <= u64::from(u32::MAX) => len,
-                _ => {
-                    let d = Diagnostic::error(
-                        format!("shared array `{}` is too large", name.name),
-                        span,
-                    );
-                    return Err(self.error(d));
-                }
-            };
-            sizes.push(n.unwrap_or(0));
-        }
+        let what = format!("shared array `{}`", name.name);
+        let sizes = self.dims(dims, "shared array", &what, u64::from(u32::MAX), span)?;
         let id = SharedId(self.shared.len() as u32);
         self.shared.push(ir::SharedArray {
             name: name.name.clone(),
@@ -325,6 +336,85 @@ impl<'c, 'a> FnCx<'c, 'a> {
         });
         self.bind(&name.name, Binding::Shared(id), name.span);
         Ok(())
+    }
+
+    /// The dimensions of a `kind` array (`what` names it), positive compile-time integers with
+    /// at most `max` elements in all.
+    fn dims(
+        &mut self,
+        dims: &[ast::Expr],
+        kind: &str,
+        what: &str,
+        max: u64,
+        span: Span,
+    ) -> Res<Vec<u64>> {
+        let mut sizes = Vec::new();
+        let mut len: u64 = 1;
+        for d in dims {
+            let x = self.value(d, Some(&Type::Scalar(Scalar::U32)))?;
+            if !x.ty.scalar().is_some_and(Scalar::is_int) {
+                let d = Diagnostic::error(
+                    format!("{kind} dimensions must be integers, found `{}`", x.ty),
+                    d.span,
+                );
+                return Err(self.error(d));
+            }
+            let v = eval_or_report(self.ck, &x, &format!("a {kind} dimension"))?;
+            let n = match v {
+                ConstValue::Int(n) if n > 0 => u64::try_from(n).ok(),
+                _ => {
+                    let d = Diagnostic::error(
+                        format!(
+                            "{what} has a dimension of {}: dimensions must be positive",
+                            crate::print::const_text(&v)
+                        ),
+                        d.span,
+                    );
+                    return Err(self.error(d));
+                }
+            };
+            len = match n.and_then(|n| len.checked_mul(n)) {
+                Some(len) if len <= max => len,
+                _ => {
+                    let d = Diagnostic::error(
+                        format!("{what} is too large: at most {max} elements"),
+                        span,
+                    );
+                    return Err(self.error(d));
+                }
+            };
+            sizes.push(n.unwrap_or(0));
+        }
+        Ok(sizes)
+    }
+
+    /// The declared type of a local: register arrays take their dimensions from constants and
+    /// compile-time parameters, which only the function's scope knows.
+    fn local_type(&mut self, t: &ast::TypeExpr) -> Res<Type> {
+        let ast::TypeExpr::Array { dims, elem, span } = t else {
+            return super::types::resolve(self.ck, t, super::types::Usage::Local);
+        };
+        let elem = super::types::resolve(self.ck, elem, super::types::Usage::Local);
+        let dims = self.dims(
+            dims,
+            "register array",
+            "a register array",
+            MAX_ARRAY_ELEMS,
+            *span,
+        )?;
+        let elem = elem?;
+        if let Type::View { .. } = elem {
+            let d = Diagnostic::error(
+                format!("type `{elem}` cannot be an array element: elements must be scalars, vectors or fragments"),
+                *span,
+            );
+            return Err(self.error(d));
+        }
+        Ok(Type::Array {
+            elem: Box::new(elem),
+            // The product is at most MAX_ARRAY_ELEMS, so every dimension fits.
+            dims: dims.into_iter().map(|d| d as u32).collect(),
+        })
     }
 
     fn assign(
@@ -377,6 +467,25 @@ impl<'c, 'a> FnCx<'c, 'a> {
                     }
                 };
                 Ok(ir::StmtKind::Assign { var, value })
+            }
+            ExprKind::Index(..) if self.indexed_array(target).is_some() => {
+                let (var, index, elem) = self.element_target(target)?;
+                self.check_mutable(var, target.span)?;
+                let value = match op {
+                    None => self.expect(value, &elem, "the assigned value")?,
+                    Some(op) => {
+                        let current = ir::Expr {
+                            kind: ir::ExprKind::Element {
+                                var,
+                                index: index.clone(),
+                            },
+                            ty: elem.clone(),
+                            span: target.span,
+                        };
+                        self.compound(op, current, value, &elem, span)?
+                    }
+                };
+                Ok(ir::StmtKind::SetElement { var, index, value })
             }
             ExprKind::Index(..) => {
                 let place = self.place(target)?;
@@ -454,19 +563,20 @@ impl<'c, 'a> FnCx<'c, 'a> {
         Err(self.error(d))
     }
 
-    fn for_loop(
+    /// A `for` header: the bounds and the step (1 if not given), of the loop variable's type.
+    fn loop_header(
         &mut self,
         var: &ast::Ident,
         start: &ast::Expr,
         end: &ast::Expr,
         step: Option<&ast::Expr>,
         body: &ast::Block,
-    ) -> Res<ir::StmtKind> {
+    ) -> Res<(ir::Expr, ir::Expr, ir::Expr)> {
         let bounds = self.unify(start, end, None);
         let (start, end) = match bounds {
             Ok(b) => b,
             Err(r) => {
-                self.check_loop_body(var, Binding::Poisoned, body);
+                self.check_loop_body(var, body);
                 return Err(r);
             }
         };
@@ -483,7 +593,7 @@ impl<'c, 'a> FnCx<'c, 'a> {
         };
         if let Some(message) = bad {
             self.error(Diagnostic::error(message, start.span.to(end.span)));
-            self.check_loop_body(var, Binding::Poisoned, body);
+            self.check_loop_body(var, body);
             return Err(Reported);
         }
         let step = match step {
@@ -509,28 +619,73 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 span: var.span,
             },
         };
-        self.scopes.push(HashMap::new());
-        let id = self.new_var(&var.name, ty, Origin::Loop, var.span);
-        self.loops += 1;
-        let body = self.block(body);
-        self.loops -= 1;
-        self.scopes.pop();
-        Ok(ir::StmtKind::For {
-            var: id,
-            start,
-            end,
-            step,
-            body,
-        })
+        Ok((start, end, step))
+    }
+
+    /// `for i in a..b step s unroll { body }`: the body is checked once per iteration with `i`
+    /// bound to that iteration's value as a constant, and the copies follow each other. So a
+    /// register array indexed with `i` gets constant indices, and code generation and the
+    /// interpreter never see the loop.
+    fn unrolled_loop(
+        &mut self,
+        var: &ast::Ident,
+        (start, end, step): (ir::Expr, ir::Expr, ir::Expr),
+        body: &ast::Block,
+        span: Span,
+    ) -> Res<Vec<ir::Stmt>> {
+        let what = "the bounds and step of an `unroll` loop";
+        let (first, last, step_v) = match (
+            eval_or_report(self.ck, &start, what)?,
+            eval_or_report(self.ck, &end, what)?,
+            eval_or_report(self.ck, &step, what)?,
+        ) {
+            (ConstValue::Int(a), ConstValue::Int(b), ConstValue::Int(s)) => (a, b, s),
+            _ => unreachable!("loop bounds are integers"),
+        };
+        let trips = if last > first {
+            (last - first + step_v - 1) / step_v
+        } else {
+            0
+        };
+        if trips > MAX_UNROLL {
+            let d = Diagnostic::error(
+                format!(
+                    "this `unroll` loop has {trips} iterations; at most {MAX_UNROLL} can be unrolled"
+                ),
+                span,
+            );
+            return Err(self.error(d));
+        }
+        let s = start.ty.scalar().ok_or(Reported)?;
+        let mut out = Vec::new();
+        for k in 0..trips {
+            let value = first + k * step_v;
+            let errors = self.ck.diags.len();
+            self.scopes.push(HashMap::new());
+            self.bind(
+                &var.name,
+                Binding::Const(s, ConstValue::Int(value)),
+                var.span,
+            );
+            out.extend(self.loop_block(LoopKind::Unrolled, body));
+            self.scopes.pop();
+            // Report an error once, for the first iteration that has it.
+            if self.ck.diags.len() > errors {
+                let note = format!("in the iteration where `{}` = {value}", var.name);
+                for d in &mut self.ck.diags[errors..] {
+                    *d = d.clone().with_note(note.clone(), Some(var.span));
+                }
+                return Err(Reported);
+            }
+        }
+        Ok(out)
     }
 
     /// Check a loop body whose header failed, so errors inside it are still found.
-    fn check_loop_body(&mut self, var: &ast::Ident, binding: Binding, body: &ast::Block) {
+    fn check_loop_body(&mut self, var: &ast::Ident, body: &ast::Block) {
         self.scopes.push(HashMap::new());
-        self.bind(&var.name, binding, var.span);
-        self.loops += 1;
-        self.block(body);
-        self.loops -= 1;
+        self.bind(&var.name, Binding::Poisoned, var.span);
+        self.loop_block(LoopKind::Run, body);
         self.scopes.pop();
     }
 

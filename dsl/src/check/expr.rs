@@ -4,7 +4,7 @@
 use super::body::{Binding, FnCx};
 use super::{suggest, types, ItemRef, Lookup, Reported, Res};
 use crate::ast::{self, ExprKind};
-use crate::consteval::int_range;
+use crate::consteval::{self, int_range, ConstError};
 use crate::diag::{Diagnostic, Span};
 use crate::ir::{self, Axis, BinOp, ConstValue, Scalar, Space, Special, Type, UnOp};
 
@@ -112,8 +112,10 @@ impl FnCx<'_, '_> {
     }
 
     pub fn expr(&mut self, e: &ast::Expr, want: Option<&Type>) -> Res<ir::Expr> {
-        if let (Some(Type::Frag(frag)), true) = (want, e.is_untyped()) {
-            return self.frag_fill(e, *frag);
+        match (want, e.is_untyped()) {
+            (Some(Type::Frag(frag)), true) => return self.frag_fill(e, *frag),
+            (Some(ty @ Type::Array { .. }), true) => return self.array_fill(e, ty),
+            _ => {}
         }
         match &e.kind {
             ExprKind::Int { value, suffix } => {
@@ -127,6 +129,7 @@ impl FnCx<'_, '_> {
             )),
             ExprKind::Name(n) => self.name(n, e.span),
             ExprKind::Field(base, field) => self.field(base, field, e.span),
+            ExprKind::Index(..) if self.indexed_array(e).is_some() => self.array_element(e),
             ExprKind::Index(base, index) if !self.indexes_shared(e) => {
                 let b = self.value(base, None)?;
                 if let Type::Frag(frag) = b.ty {
@@ -321,6 +324,13 @@ impl FnCx<'_, '_> {
         match self.lookup(n).cloned() {
             Some(Binding::Var(id)) => {
                 let ty = self.vars[id.0 as usize].ty.clone();
+                if let Type::Array { .. } = ty {
+                    let d = Diagnostic::error(
+                        format!("register array `{n}` cannot be used as a whole; index its elements, `{n}[i]`"),
+                        span,
+                    );
+                    return Err(self.error(d));
+                }
                 return Ok(mk(ir::ExprKind::Var(id), ty, span));
             }
             Some(Binding::Shared(id)) => {
@@ -459,13 +469,7 @@ impl FnCx<'_, '_> {
     /// The element `e` (an `Index` expression) designates.
     pub fn place(&mut self, e: &ast::Expr) -> Res<Place> {
         // Peel `s[i][j]` down to its root to see whether it indexes a shared array.
-        let mut indices = Vec::new();
-        let mut root = e;
-        while let ExprKind::Index(base, index) = &root.kind {
-            indices.push(index.as_ref());
-            root = base;
-        }
-        indices.reverse();
+        let (root, indices) = peel_indices(e);
         if let ExprKind::Name(n) = &root.kind {
             if let Some(Binding::Shared(id)) = self.lookup(n).cloned() {
                 return self.shared_place(id, root, &indices, e.span);
@@ -476,6 +480,111 @@ impl FnCx<'_, '_> {
         };
         let b = self.value(base, None)?;
         self.view_place(b, base, index, e.span)
+    }
+
+    /// The register array that the index expression `e` indexes (`acc[i][j]`), if any.
+    pub fn indexed_array(&self, e: &ast::Expr) -> Option<ir::VarId> {
+        let (root, _) = peel_indices(e);
+        let ExprKind::Name(n) = &root.kind else {
+            return None;
+        };
+        match self.lookup(n) {
+            Some(Binding::Var(id)) if matches!(self.vars[id.0 as usize].ty, Type::Array { .. }) => {
+                Some(*id)
+            }
+            _ => None,
+        }
+    }
+
+    /// The register array element `e` designates: the array, one constant index per
+    /// dimension, and the element type; the indices that follow, if any.
+    fn array_index<'e>(
+        &mut self,
+        e: &'e ast::Expr,
+    ) -> Res<(ir::VarId, Vec<u32>, Type, Vec<&'e ast::Expr>)> {
+        let var = self.indexed_array(e).ok_or(Reported)?;
+        let (_, indices) = peel_indices(e);
+        let v = &self.vars[var.0 as usize];
+        let (name, ty) = (v.name.clone(), v.ty.clone());
+        let Type::Array { elem, dims } = ty else {
+            unreachable!("indexed_array() finds arrays")
+        };
+        if indices.len() < dims.len() {
+            let d = Diagnostic::error(
+                format!(
+                    "register array `{name}` has {} dimensions: give an index for each (arrays cannot be used as a whole)",
+                    dims.len()
+                ),
+                e.span,
+            );
+            return Err(self.error(d));
+        }
+        let mut index = Vec::with_capacity(dims.len());
+        for (i, &dim) in indices.iter().zip(&dims) {
+            let x = self.index(i)?;
+            let k = match consteval::eval(&x) {
+                Ok(ConstValue::Int(k)) => k,
+                Ok(_) => unreachable!("indices are integers"),
+                Err(ConstError::NotConst(at)) => {
+                    let mut d = Diagnostic::error(
+                        format!("index register array `{name}` with a constant or an unrolled loop variable"),
+                        i.span,
+                    )
+                    .with_note(
+                        "register arrays live in registers, which cannot be indexed at run time; write `for i in a..b unroll { }`",
+                        None,
+                    );
+                    if at != i.span {
+                        d = d.with_note("this part is only known at run time", Some(at));
+                    }
+                    return Err(self.error(d));
+                }
+                Err(other) => {
+                    return Err(self.error(Diagnostic::error(other.message(), other.span())))
+                }
+            };
+            if !(0..i128::from(dim)).contains(&k) {
+                let d = Diagnostic::error(
+                    format!(
+                        "index {k} is out of bounds for register array `{name}` (`{}`): the dimension is {dim}",
+                        self.vars[var.0 as usize].ty
+                    ),
+                    i.span,
+                );
+                return Err(self.error(d));
+            }
+            index.push(k as u32);
+        }
+        let rest = indices[dims.len()..].to_vec();
+        Ok((var, index, *elem, rest))
+    }
+
+    /// Reading `acc[i][j]` of a register array, and a fragment register after it (`a[i][0]`).
+    fn array_element(&mut self, e: &ast::Expr) -> Res<ir::Expr> {
+        let (var, index, elem, rest) = self.array_index(e)?;
+        let element = mk(ir::ExprKind::Element { var, index }, elem.clone(), e.span);
+        match (rest.as_slice(), &elem) {
+            ([], _) => Ok(element),
+            ([reg], Type::Frag(frag)) => self.frag_element(element, *frag, reg, e.span),
+            _ => {
+                let d =
+                    Diagnostic::error(format!("cannot index an element of type `{elem}`"), e.span);
+                Err(self.error(d))
+            }
+        }
+    }
+
+    /// The target of `acc[i][j] = ...`: the array, its index and the element type.
+    pub fn element_target(&mut self, e: &ast::Expr) -> Res<(ir::VarId, Vec<u32>, Type)> {
+        let (var, index, elem, rest) = self.array_index(e)?;
+        if !rest.is_empty() {
+            let d = Diagnostic::error(
+                format!("cannot assign into an element of type `{elem}`; assign the whole element"),
+                e.span,
+            );
+            return Err(self.error(d));
+        }
+        Ok((var, index, elem))
     }
 
     /// Whether the index expression `e` indexes a shared array (`s[i][j]`).
@@ -657,6 +766,20 @@ impl FnCx<'_, '_> {
         Ok(mk(ir::ExprKind::Const(c), Type::Frag(frag), e.span))
     }
 
+    /// A literal where an array is wanted: every element gets its value (a fragment element
+    /// is filled too).
+    fn array_fill(&mut self, e: &ast::Expr, ty: &Type) -> Res<ir::Expr> {
+        let Type::Array { elem, .. } = ty else {
+            unreachable!("called for arrays")
+        };
+        let x = self.expect(e, elem, "an array's fill value")?;
+        let ir::ExprKind::Const(c) = x.kind else {
+            let d = Diagnostic::error("an array can only be filled with a single literal", e.span);
+            return Err(self.error(d));
+        };
+        Ok(mk(ir::ExprKind::Const(c), ty.clone(), e.span))
+    }
+
     /// `f[i]` of a fragment: register `i` (an element of an accumulator), `i` a constant.
     fn frag_element(
         &mut self,
@@ -795,4 +918,16 @@ impl FnCx<'_, '_> {
         }
         Ok(mk(ir::ExprKind::Cast(Box::new(x)), to, span))
     }
+}
+
+/// `s[i][j]` as its root `s` and the indices `[i, j]`.
+fn peel_indices(e: &ast::Expr) -> (&ast::Expr, Vec<&ast::Expr>) {
+    let mut indices = Vec::new();
+    let mut root = e;
+    while let ExprKind::Index(base, index) = &root.kind {
+        indices.push(index.as_ref());
+        root = base;
+    }
+    indices.reverse();
+    (root, indices)
 }

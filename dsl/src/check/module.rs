@@ -117,6 +117,7 @@ fn for_each_expr(block: &mut ir::Block, f: &mut dyn FnMut(&mut ir::Expr)) {
             StmtKind::Let { init: e, .. }
             | StmtKind::Assign { value: e, .. }
             | StmtKind::Expr(e)
+            | StmtKind::SetElement { value: e, .. }
             | StmtKind::Return(Some(e)) => expr(e, f),
             StmtKind::Store { ptr, value } => {
                 expr(ptr, f);
@@ -159,8 +160,11 @@ fn for_each_expr(block: &mut ir::Block, f: &mut dyn FnMut(&mut ir::Expr)) {
 fn expr(e: &mut ir::Expr, f: &mut dyn FnMut(&mut ir::Expr)) {
     f(e);
     match &mut e.kind {
-        ExprKind::Const(_) | ExprKind::Var(_) | ExprKind::SharedArray(_) | ExprKind::Special(_) => {
-        }
+        ExprKind::Const(_)
+        | ExprKind::Var(_)
+        | ExprKind::Element { .. }
+        | ExprKind::SharedArray(_)
+        | ExprKind::Special(_) => {}
         ExprKind::Unary(_, x)
         | ExprKind::Cast(x)
         | ExprKind::Bitcast(x)

@@ -100,6 +100,15 @@ pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
             };
             Type::Frag(frag)
         }
+        // Locals resolve their array types themselves (the dimensions may use the kernel's
+        // compile-time parameters); anywhere else an array is out of place.
+        TypeExpr::Array { span, .. } => {
+            let d = Diagnostic::error(
+                "register arrays can only be the type of a local (`var` or `let`)",
+                *span,
+            );
+            return Err(ck.error(d));
+        }
         TypeExpr::View {
             space,
             mutable,
@@ -119,6 +128,7 @@ pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
         (Type::Void, u) => u == Usage::Foreign,
         (Type::Vector(..), u) => !matches!(u, Usage::Const | Usage::CtParam | Usage::KernelParam),
         (Type::Frag(_), u) => matches!(u, Usage::FnParam | Usage::FnResult | Usage::Local),
+        (Type::Array { .. }, u) => u == Usage::Local,
         (Type::View { space, .. }, u) => match u {
             Usage::KernelParam => *space == Space::Global,
             Usage::FnParam | Usage::FnResult | Usage::Local => true,
