@@ -69,3 +69,71 @@ fn whole_tiles_and_a_k_tail_of_one_chunk() {
 fn smaller_variant_with_more_stages() {
     check(&[("BM", "64"), ("WM", "32"), ("STAGES", "4")], 65, 130, 160);
 }
+
+#[test]
+fn double_buffered_fragments() {
+    // FB = 2 loads the next step's fragments (and, after the barrier, the next slice's first)
+    // before the mmas; K = 1, 3 and 5 slices, so the ring wraps and the last slice reads ahead.
+    check(&[("FB", "2")], 70, 136, 96);
+    check(&[("FB", "2")], 16, 8, 24);
+    check(&[("FB", "2"), ("STAGES", "4")], 33, 40, 160);
+    check(&[("BM", "64"), ("WM", "32"), ("FB", "2")], 65, 130, 104);
+}
+
+#[test]
+fn k_slices_of_64() {
+    // Two k16 steps per swizzle line of 8 chunks; ragged K (the last slice half empty).
+    check(&[("BK", "64")], 70, 136, 160);
+    check(&[("BK", "64"), ("FB", "2")], 17, 24, 200);
+}
+
+#[test]
+fn warps_of_64_by_64() {
+    check(&[("WN", "64"), ("FB", "2")], 130, 72, 72);
+    check(&[("BN", "256"), ("WN", "64"), ("FB", "2")], 40, 264, 96);
+    check(
+        &[("BN", "256"), ("WN", "64"), ("BK", "64"), ("FB", "2")],
+        24,
+        300,
+        136,
+    );
+    check(
+        &[("BM", "256"), ("WM", "64"), ("WN", "64"), ("FB", "2")],
+        260,
+        40,
+        40,
+    );
+}
+
+#[test]
+fn grid_rasterization() {
+    // 5 block-rows x 3 block-columns of 64 x 128: groups of 2 rows leave a last group of 1;
+    // groups of 8 cover all rows at once; GROUP = 1 is the plain row-major grid.
+    for group in ["1", "2", "8"] {
+        check(
+            &[("BM", "64"), ("WM", "32"), ("GROUP", group)],
+            300,
+            260,
+            32,
+        );
+    }
+}
+
+#[test]
+fn registered_large_tile_variants() {
+    check(
+        &[("BN", "256"), ("WN", "64"), ("STAGES", "4"), ("FB", "2")],
+        20,
+        264,
+        168,
+    );
+    let v = [
+        ("BM", "256"),
+        ("WM", "64"),
+        ("WN", "64"),
+        ("BK", "64"),
+        ("STAGES", "2"),
+        ("FB", "2"),
+    ];
+    check(&v, 260, 24, 200);
+}
