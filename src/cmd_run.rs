@@ -6,21 +6,28 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use zinc_models::backend::Backend;
 use zinc_models::chat::{render_chat, Message};
-use zinc_models::forward::Model;
+use zinc_models::forward::{Model, ModelError};
 use zinc_models::gguf::Gguf;
 use zinc_models::sampler::{Sampler, SamplerConfig};
 use zinc_models::tokenizer::{Tokenizer, Vocab};
+use zinc_runtime::Device;
+
+use crate::gpu::{Gpu, GpuError};
 
 /// Where scripts/fetch-gemma3-270m.sh puts the project's default model.
 const DEFAULT_MODEL: &str = ".models/gemma-3-270m-q4_k_m.gguf";
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Run on the CPU reference forward pass. Without it zinc uses the GPU where the model's
-    /// architecture runs there, else the CPU (today: always the CPU; the GPU engine is not built).
+    /// Run on the CPU reference forward pass. Without it zinc uses the GPU where there is one
+    /// and the model's architecture runs there, else the CPU.
     #[arg(long)]
     cpu: bool,
+    /// KV cache positions on the GPU.
+    #[arg(long, default_value_t = 4096)]
+    ctx: usize,
     /// The GGUF model [default: .models/gemma-3-270m-q4_k_m.gguf].
     #[arg(short = 'm', long = "model")]
     model: Option<PathBuf>,
@@ -48,9 +55,6 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    if !args.cpu {
-        eprintln!("zinc: the GPU engine is not built yet; running on the CPU reference");
-    }
     let path = args
         .model
         .clone()
@@ -62,7 +66,6 @@ pub fn run(args: &Args) -> Result<()> {
     let gguf = Gguf::open(&path).with_context(context)?;
     let tokenizer =
         Tokenizer::new(Vocab::from_gguf(&gguf).with_context(context)?).with_context(context)?;
-    let mut model = Model::from_gguf(&gguf).with_context(context)?;
 
     let prompt = if args.chat {
         chat_prompt(&gguf, &tokenizer, &args.prompt)?
@@ -74,7 +77,45 @@ pub fn run(args: &Args) -> Result<()> {
     if ids.len() > 1 && ids[0] == ids[1] && Some(ids[0]) == tokenizer.bos() {
         ids.remove(0);
     }
+    match gpu_model(args, &gguf).with_context(context)? {
+        Some(mut model) => generate(&mut model, &tokenizer, &ids, args),
+        None => {
+            let mut model = Model::from_gguf(&gguf).with_context(context)?;
+            generate(&mut model, &tokenizer, &ids, args)
+        }
+    }
+}
 
+/// The model on the first GPU, or `None` (with a note on stderr) where it runs on the CPU:
+/// `--cpu`, no GPU, or an architecture the GPU backend does not run yet.
+fn gpu_model(args: &Args, gguf: &Gguf) -> Result<Option<Model<Gpu>>> {
+    if args.cpu {
+        return Ok(None);
+    }
+    if Device::count().unwrap_or(0) == 0 {
+        eprintln!("zinc: no GPU found; running on the CPU reference");
+        return Ok(None);
+    }
+    let device = Device::new(0)?;
+    match Model::with_backend(gguf, |c| Ok(Gpu::new(&device, c, args.ctx)?)) {
+        Ok(model) => Ok(Some(model)),
+        Err(ModelError::Backend(e))
+            if matches!(e.downcast_ref(), Some(GpuError::UnsupportedArch(_))) =>
+        {
+            eprintln!("zinc: {e}; running on the CPU reference");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Prefills `ids`, then samples and streams up to `n_predict` tokens.
+fn generate<B: Backend + 'static>(
+    model: &mut Model<B>,
+    tokenizer: &Tokenizer,
+    ids: &[u32],
+    args: &Args,
+) -> Result<()> {
     let mut sampler = Sampler::new(SamplerConfig {
         temperature: args.temp,
         top_k: args.top_k,
@@ -82,7 +123,7 @@ pub fn run(args: &Args) -> Result<()> {
         seed: args.seed,
     });
     let start = Instant::now();
-    let mut logits = model.forward(&ids, 0)?;
+    let mut logits = model.forward(ids, 0)?;
     let prefill = start.elapsed();
 
     let mut out = std::io::stdout().lock();

@@ -2,11 +2,13 @@
 //! with a clap `Args` struct and a `run` function.
 
 mod cmd_bench;
+mod cmd_check_model;
 mod cmd_devices;
 mod cmd_info;
 mod cmd_run;
 mod cmd_selftest;
 mod cmd_synth;
+mod gpu;
 mod harness;
 mod reference;
 mod registry;
@@ -35,6 +37,8 @@ enum Command {
     Synth(cmd_synth::Args),
     /// Generate text from a prompt.
     Run(cmd_run::Args),
+    /// Compare a model's logits on the GPU with the CPU reference.
+    CheckModel(cmd_check_model::Args),
     /// List the GPUs and their properties.
     Devices,
     /// Check every embedded kernel against its CPU reference on random inputs.
@@ -48,6 +52,7 @@ fn main() -> ExitCode {
         Command::Info(args) => cmd_info::run(&args),
         Command::Synth(args) => cmd_synth::run(&args),
         Command::Run(args) => cmd_run::run(&args),
+        Command::CheckModel(args) => cmd_check_model::run(&args),
         Command::Devices => cmd_devices::run(),
         Command::Selftest(args) => cmd_selftest::run(&args),
         Command::BenchKernels(args) => cmd_bench::run(&args),

@@ -1,17 +1,18 @@
-//! The CPU reference model: load a GGUF file, run the forward pass with a KV cache.
+//! A model on a backend: load a GGUF file, run the forward pass with the backend's KV cache.
 //!
-//! Weights are dequantized to f32 once at load; every computation is f32 (with f64 in long
-//! reductions). This is the ground truth the GPU kernels and graphs are checked against.
+//! On the [`Cpu`] backend (the default) weights are dequantized to f32 once at load and every
+//! computation is f32 (with f64 in long reductions): the ground truth the GPU kernels and
+//! graphs are checked against.
 
 use std::path::Path;
 
 use thiserror::Error;
 
-use crate::arch::{self, Arch, Transformer};
+use crate::arch::{self, Arch, Loader, Transformer};
+use crate::backend::{Backend, Logits};
 use crate::config::Config;
-use crate::cpu::{Linear, Logits};
+use crate::cpu::Cpu;
 use crate::gguf::{Gguf, GgufError};
-use crate::kv_cache::KvCache;
 
 /// Why a model cannot be loaded or run.
 #[derive(Debug, Error)]
@@ -45,6 +46,9 @@ pub enum ModelError {
     },
     #[error("forward pass needs at least one token")]
     NoTokens,
+    /// A failure inside a backend (a device error, out of memory, ...).
+    #[error("backend: {0}")]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
 }
 
 fn supported_list() -> String {
@@ -55,45 +59,60 @@ fn supported_list() -> String {
         .join(", ")
 }
 
-/// A loaded model with its KV cache.
-pub struct Model {
+/// A loaded model on backend `B`, which holds its weights and KV cache.
+pub struct Model<B: Backend = Cpu> {
     config: Config,
-    net: Box<dyn Transformer>,
-    cache: KvCache,
+    net: Box<dyn Transformer<B>>,
+    backend: B,
 }
 
 impl Model {
-    /// Opens, parses and dequantizes the GGUF model at `path`.
+    /// Opens, parses and dequantizes the GGUF model at `path` for the CPU.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ModelError> {
         Self::from_gguf(&Gguf::open(path)?)
     }
 
     pub fn from_gguf(gguf: &Gguf) -> Result<Self, ModelError> {
+        Self::with_backend(gguf, |c| Ok(Cpu::new(c)))
+    }
+}
+
+impl<B: Backend + 'static> Model<B> {
+    /// Loads `gguf` onto the backend that `backend` makes for the model's config.
+    pub fn with_backend(
+        gguf: &Gguf,
+        backend: impl FnOnce(&Config) -> Result<B, ModelError>,
+    ) -> Result<Self, ModelError> {
         let name = gguf.architecture()?;
         let arch = Arch::from_name(name)
             .ok_or_else(|| ModelError::UnsupportedArch { arch: name.into() })?;
-        let w = Weights { gguf };
-        let embd = w.info(arch::TOKEN_EMBD)?;
+        let embd = gguf
+            .tensor(arch::TOKEN_EMBD)
+            .ok_or_else(|| ModelError::MissingTensor {
+                name: arch::TOKEN_EMBD.into(),
+            })?;
         let n_vocab = embd.dims.get(1).copied().unwrap_or(1) as usize;
         let config = Config::from_gguf(gguf, arch, n_vocab)?;
-        let net = arch::load(&config, &w)?;
-        let cache = KvCache::new((0..config.n_layer).map(|il| {
-            let n_head_kv = config.n_head_kv_at(il);
-            (
-                n_head_kv * config.head_dim_k_at(il),
-                n_head_kv * config.head_dim_v_at(il),
-            )
-        }));
-        Ok(Self { config, net, cache })
+        let backend = backend(&config)?;
+        let net = arch::load(&config, &Loader::new(gguf, &backend))?;
+        Ok(Self {
+            config,
+            net,
+            backend,
+        })
     }
 
     pub fn config(&self) -> &Config {
         &self.config
     }
 
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
     /// Number of positions in the KV cache: where the next token goes.
     pub fn position(&self) -> usize {
-        self.cache.len()
+        self.backend.cached()
     }
 
     /// Runs `tokens` at positions `pos..pos + tokens.len()` and returns the logits of the last
@@ -110,7 +129,7 @@ impl Model {
 
     /// Empties the KV cache.
     pub fn reset(&mut self) {
-        self.cache.clear();
+        self.backend.truncate(0);
     }
 
     fn run(&mut self, tokens: &[u32], pos: usize, which: Logits) -> Result<Vec<f32>, ModelError> {
@@ -124,11 +143,11 @@ impl Model {
                 n_vocab: c.n_vocab,
             });
         }
-        let cached = self.cache.len();
+        let cached = self.backend.cached();
         if pos > cached {
             return Err(ModelError::PositionGap { pos, cached });
         }
-        if !self.cache.can_truncate(pos) {
+        if !self.backend.can_truncate(pos) {
             return Err(ModelError::RecurrentRewind { pos, cached });
         }
         let needed = pos + tokens.len();
@@ -138,51 +157,7 @@ impl Model {
                 context_length: c.context_length,
             });
         }
-        self.cache.truncate(pos);
-        Ok(self.net.forward(tokens, pos, &mut self.cache, which))
-    }
-}
-
-/// Tensor access for the architecture loaders: presence and shape checks, dequantization.
-pub(crate) struct Weights<'a> {
-    gguf: &'a Gguf,
-}
-
-impl Weights<'_> {
-    fn info(&self, name: &str) -> Result<&crate::gguf::TensorInfo, ModelError> {
-        self.gguf
-            .tensor(name)
-            .ok_or_else(|| ModelError::MissingTensor { name: name.into() })
-    }
-
-    pub fn has(&self, name: &str) -> bool {
-        self.gguf.tensor(name).is_some()
-    }
-
-    /// The tensor `name`, dequantized, after checking its ggml shape (`dims[0]` fastest).
-    pub fn tensor(&self, name: &str, dims: &[usize]) -> Result<Vec<f32>, ModelError> {
-        let found = &self.info(name)?.dims;
-        let expected: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
-        if *found != expected {
-            return Err(ModelError::TensorShape {
-                name: name.into(),
-                expected,
-                found: found.clone(),
-            });
-        }
-        Ok(self.gguf.tensor_f32(name)?)
-    }
-
-    /// A `[out][in]` matrix `name` with its bias (`name` with `.bias` for `.weight`) if present.
-    pub fn linear(&self, name: &str, out_dim: usize, in_dim: usize) -> Result<Linear, ModelError> {
-        let weight = self.tensor(name, &[in_dim, out_dim])?;
-        let bias_name = name
-            .strip_suffix(".weight")
-            .map(|stem| format!("{stem}.bias"));
-        let bias = match bias_name {
-            Some(b) if self.has(&b) => Some(self.tensor(&b, &[out_dim])?),
-            _ => None,
-        };
-        Ok(Linear::new(out_dim, in_dim, weight, bias))
+        self.backend.truncate(pos);
+        self.net.forward(&mut self.backend, tokens, pos, which)
     }
 }

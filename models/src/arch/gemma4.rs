@@ -12,42 +12,40 @@
 //!   softmax and renormalizes their weights; dense and expert outputs each get their own
 //!   post-norm before the layer's post-FFN norm of their sum.
 
-use super::gemma3::{normed, residual, Layer as Body};
-use super::{layer_tensor, load_experts, load_head, norm, AttentionSpec, Transformer};
+use super::gemma3::{residual, Layer as Body};
+use super::{layer_tensor, load_experts, AttentionSpec, Head, Loader, Transformer};
+use crate::backend::{Activation, Backend, Gating, Logits, Result, Router};
 use crate::config::Config;
-use crate::cpu::{
-    add_in_place, rms_norm, Activation, EmbeddingHead, Experts, Gating, Linear, Logits, Router,
-};
-use crate::forward::{ModelError, Weights};
-use crate::kv_cache::KvCache;
+use crate::forward::ModelError;
 
-pub struct Gemma4 {
-    head: EmbeddingHead,
-    layers: Vec<Layer>,
+pub struct Gemma4<B: Backend> {
+    head: Head<B>,
+    layers: Vec<Layer<B>>,
     eps: f32,
 }
 
-struct Layer {
-    body: Body,
-    moe: Option<MoeBranch>,
+struct Layer<B: Backend> {
+    body: Body<B>,
+    moe: Option<MoeBranch<B>>,
     out_scale: Option<f32>,
 }
 
 /// The routed experts of a MoE layer.
-struct MoeBranch {
+struct MoeBranch<B: Backend> {
     /// RMSNorm weight of the router's input: `ffn_gate_inp.scale / sqrt(n_embd)`.
-    router_norm: Vec<f32>,
-    router: Linear,
-    pre_norm: Vec<f32>,
-    experts: Experts,
-    post_norm: Vec<f32>,
+    router_norm: B::Vector,
+    router_proj: B::Matrix,
+    router: Router,
+    pre_norm: B::Vector,
+    experts: B::Experts,
+    post_norm: B::Vector,
     /// Post-norm of the dense FFN's output in MoE layers.
-    post_dense_norm: Vec<f32>,
+    post_dense_norm: B::Vector,
 }
 
-impl MoeBranch {
+impl<B: Backend> MoeBranch<B> {
     /// The experts of layer `il`, if it has a router.
-    fn load(c: &Config, w: &Weights, il: usize) -> Result<Option<Self>, ModelError> {
+    fn load(c: &Config, w: &Loader<B>, il: usize) -> Result<Option<Self>> {
         let t = |name| layer_tensor(il, name);
         let router_name = t("ffn_gate_inp");
         if !w.has(&router_name) {
@@ -59,41 +57,37 @@ impl MoeBranch {
             ));
         }
         let inv_sqrt_embd = 1.0 / (c.n_embd as f32).sqrt();
-        let router_scale = w.tensor(&format!("blk.{il}.ffn_gate_inp.scale"), &[c.n_embd])?;
+        let router_scale = w.f32(&format!("blk.{il}.ffn_gate_inp.scale"), &[c.n_embd])?;
         Ok(Some(Self {
-            router_norm: router_scale.iter().map(|s| s * inv_sqrt_embd).collect(),
-            router: w.linear(&router_name, c.n_expert, c.n_embd)?,
-            pre_norm: norm(w, &t("pre_ffw_norm_2"), c.n_embd)?,
-            experts: Experts {
-                ffns: load_experts(c, w, il, Activation::GeluTanh)?,
-                router: Router {
-                    n_used: c.n_expert_used,
-                    gating: Gating::SoftmaxTopK,
-                    normalize: true,
-                    scale: 1.0,
-                },
+            router_norm: w.upload(router_scale.iter().map(|s| s * inv_sqrt_embd).collect())?,
+            router_proj: w.matrix(&router_name, c.n_expert, c.n_embd)?,
+            router: Router {
+                n_used: c.n_expert_used,
+                gating: Gating::SoftmaxTopK,
+                normalize: true,
+                scale: 1.0,
             },
-            post_norm: norm(w, &t("post_ffw_norm_2"), c.n_embd)?,
-            post_dense_norm: norm(w, &t("post_ffw_norm_1"), c.n_embd)?,
+            pre_norm: w.vector(&t("pre_ffw_norm_2"), c.n_embd)?,
+            experts: load_experts(c, w, il, Activation::GeluTanh)?,
+            post_norm: w.vector(&t("post_ffw_norm_2"), c.n_embd)?,
+            post_dense_norm: w.vector(&t("post_ffw_norm_1"), c.n_embd)?,
         }))
     }
 
     /// The experts' post-normed output for the residual stream `x`.
-    fn forward(&self, x: &[f32], eps: f32) -> Vec<f32> {
-        let logits = self.router.forward(&normed(x, &self.router_norm, eps));
-        let mut y = self
-            .experts
-            .forward(&normed(x, &self.pre_norm, eps), &logits);
-        rms_norm(&mut y, &self.post_norm, eps);
-        y
+    fn forward(&self, b: &B, x: &B::Tensor, eps: f32) -> Result<B::Tensor> {
+        let logits = b.matmul(&b.rms_norm(x, &self.router_norm, eps)?, &self.router_proj)?;
+        let h = b.rms_norm(x, &self.pre_norm, eps)?;
+        let y = b.moe(&h, &logits, &self.experts, &self.router)?;
+        b.rms_norm(&y, &self.post_norm, eps)
     }
 }
 
-impl Gemma4 {
-    pub fn load(c: &Config, w: &Weights) -> Result<Self, ModelError> {
+impl<B: Backend> Gemma4<B> {
+    pub fn load(c: &Config, w: &Loader<B>) -> Result<Self> {
         // One table for all global layers, as wide as their heads.
         let rope_factors = if (0..c.n_layer).any(|il| !c.is_swa(il)) {
-            Some(w.tensor("rope_freqs.weight", &[c.head_dim_k / 2])?)
+            Some(w.f32("rope_freqs.weight", &[c.head_dim_k / 2])?)
         } else {
             None
         };
@@ -108,7 +102,7 @@ impl Gemma4 {
             .map(|il| {
                 let out_scale = layer_tensor(il, "layer_output_scale");
                 let out_scale = if w.has(&out_scale) {
-                    Some(w.tensor(&out_scale, &[1])?[0])
+                    Some(w.f32(&out_scale, &[1])?[0])
                 } else {
                     None
                 };
@@ -118,39 +112,32 @@ impl Gemma4 {
                     out_scale,
                 })
             })
-            .collect::<Result<_, ModelError>>()?;
+            .collect::<Result<_>>()?;
         Ok(Self {
-            head: load_head(c, w, (c.n_embd as f32).sqrt())?,
+            head: Head::load(c, w, (c.n_embd as f32).sqrt())?,
             layers,
             eps: c.rms_eps,
         })
     }
 }
 
-impl Transformer for Gemma4 {
-    fn forward(
-        &self,
-        tokens: &[u32],
-        start: usize,
-        cache: &mut KvCache,
-        which: Logits,
-    ) -> Vec<f32> {
+impl<B: Backend> Transformer<B> for Gemma4<B> {
+    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>> {
         let eps = self.eps;
-        let mut x = self.head.embed(tokens);
+        let mut x = self.head.embed(b, tokens)?;
         for (il, l) in self.layers.iter().enumerate() {
-            l.body.attend(&mut x, start, cache, il, eps);
-            residual(&mut x, &l.body.post_ffn_norm, eps, |x| {
-                let mut y = l.body.dense_ffn(x, eps);
-                if let Some(moe) = &l.moe {
-                    rms_norm(&mut y, &moe.post_dense_norm, eps);
-                    add_in_place(&mut y, &moe.forward(x, eps));
-                }
-                y
-            });
+            l.body.attend(b, &mut x, start, il, eps)?;
+            residual(b, &mut x, &l.body.post_ffn_norm, eps, |b, x| {
+                let y = l.body.dense_ffn(b, x, eps)?;
+                let Some(moe) = &l.moe else { return Ok(y) };
+                let mut y = b.rms_norm(&y, &moe.post_dense_norm, eps)?;
+                b.add(&mut y, &moe.forward(b, x, eps)?)?;
+                Ok(y)
+            })?;
             if let Some(s) = l.out_scale {
-                x.iter_mut().for_each(|v| *v *= s);
+                b.scale(&mut x, s)?;
             }
         }
-        self.head.logits(&x, which)
+        self.head.logits(b, &x, which)
     }
 }

@@ -1,5 +1,6 @@
-//! One file per architecture. Each describes its layers with the shared blocks of
-//! [`crate::cpu`] and says how they are wired; this module holds the common loading helpers.
+//! One file per architecture. Each is the one description of its model, written against
+//! [`Backend`]: it loads its weights through a [`Loader`] and wires the shared blocks of this
+//! module (attention, gated FFN, embedding head) and backend ops into its forward pass.
 
 mod gemma3;
 mod gemma4;
@@ -8,16 +9,19 @@ mod qwen3;
 mod qwen35;
 mod qwen3moe;
 
-use crate::config::Config;
-use crate::cpu::{
-    Activation, AttentionParams, EmbeddingHead, GatedFfn, Linear, Logits, RopeTable, SelfAttention,
+use std::borrow::Cow;
+
+use crate::backend::{
+    Activation, AttentionParams, Backend, ExpertMatrices, HostExperts, HostMatrix, Logits, Result,
+    RopeTable,
 };
-use crate::forward::{ModelError, Weights};
-use crate::kv_cache::KvCache;
+use crate::config::Config;
+use crate::forward::ModelError;
+use crate::gguf::Gguf;
 
 pub(crate) const TOKEN_EMBD: &str = "token_embd.weight";
 
-/// The architectures the CPU forward pass implements, by their `general.architecture` name.
+/// The architectures the forward pass implements, by their `general.architecture` name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Arch {
     Gemma3,
@@ -57,22 +61,106 @@ impl Arch {
     }
 }
 
-/// A loaded network: runs tokens through its layers, filling the KV cache.
-pub(crate) trait Transformer: Send + Sync {
-    /// Logits of `tokens` at positions `start..`; `cache` holds exactly `start` positions.
-    fn forward(&self, tokens: &[u32], start: usize, cache: &mut KvCache, which: Logits)
-        -> Vec<f32>;
+/// A loaded network: runs tokens through its layers on backend `B`, filling its cache.
+pub(crate) trait Transformer<B: Backend> {
+    /// Logits of `tokens` at positions `start..`; the backend's cache holds exactly `start`
+    /// positions.
+    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>>;
 }
 
-pub(crate) fn load(config: &Config, w: &Weights) -> Result<Box<dyn Transformer>, ModelError> {
+pub(crate) fn load<B: Backend + 'static>(
+    config: &Config,
+    w: &Loader<B>,
+) -> Result<Box<dyn Transformer<B>>> {
     Ok(match config.arch {
         Arch::Gemma3 => Box::new(gemma3::Gemma3::load(config, w)?),
         Arch::Gemma4 => Box::new(gemma4::Gemma4::load(config, w)?),
-        Arch::Llama => Box::new(llama::Llama::load(config, w)?),
+        Arch::Llama => Box::new(llama::load(config, w)?),
         Arch::Qwen3 => Box::new(qwen3::load(config, w)?),
         Arch::Qwen3Moe => Box::new(qwen3moe::Qwen3Moe::load(config, w)?),
         Arch::Qwen35 | Arch::Qwen35Moe => Box::new(qwen35::Qwen35::load(config, w)?),
     })
+}
+
+/// Tensor access for the architecture loaders: presence and shape checks, then the backend
+/// turns each tensor into its own weight form.
+pub(crate) struct Loader<'a, B> {
+    gguf: &'a Gguf,
+    backend: &'a B,
+}
+
+impl<'a, B: Backend> Loader<'a, B> {
+    pub fn new(gguf: &'a Gguf, backend: &'a B) -> Self {
+        Self { gguf, backend }
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.gguf.tensor(name).is_some()
+    }
+
+    /// Checks that tensor `name` has the ggml shape `dims` (`dims[0]` fastest).
+    fn checked(&self, name: &str, dims: &[usize]) -> Result<&'a crate::gguf::TensorInfo> {
+        let info = self
+            .gguf
+            .tensor(name)
+            .ok_or_else(|| ModelError::MissingTensor { name: name.into() })?;
+        let expected: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+        if info.dims != expected {
+            return Err(ModelError::TensorShape {
+                name: name.into(),
+                expected,
+                found: info.dims.clone(),
+            });
+        }
+        Ok(info)
+    }
+
+    /// The tensor `name` dequantized to f32, after checking its shape.
+    pub fn f32(&self, name: &str, dims: &[usize]) -> Result<Vec<f32>> {
+        self.checked(name, dims)?;
+        Ok(self.gguf.tensor_f32(name)?)
+    }
+
+    /// The `len`-long vector `name` on the backend.
+    pub fn vector(&self, name: &str, len: usize) -> Result<B::Vector> {
+        self.backend.vector(self.f32(name, &[len])?)
+    }
+
+    /// A small vector computed by the loader, on the backend.
+    pub fn upload(&self, v: Vec<f32>) -> Result<B::Vector> {
+        self.backend.vector(v)
+    }
+
+    /// The raw blocks of `name`, `[rows][cols]`, whose ggml shape is `dims`.
+    pub fn host(&self, name: &str, dims: &[usize]) -> Result<HostMatrix<'a>> {
+        let info = self.checked(name, dims)?;
+        let cols = dims[0];
+        Ok(HostMatrix {
+            name: name.into(),
+            ty: info.ggml_type()?,
+            rows: dims[1..].iter().product(),
+            cols,
+            data: Cow::Borrowed(self.gguf.tensor_data(info)?),
+        })
+    }
+
+    /// An `[out][in]` matrix on the backend, with a bias where given.
+    pub fn matrix_from(&self, m: HostMatrix<'_>, bias: Option<Vec<f32>>) -> Result<B::Matrix> {
+        self.backend.matrix(m, bias)
+    }
+
+    /// The `[out][in]` matrix `name` with its bias (`name` with `.bias` for `.weight`) if the
+    /// file has one.
+    pub fn matrix(&self, name: &str, out_dim: usize, in_dim: usize) -> Result<B::Matrix> {
+        let bias_name = name
+            .strip_suffix(".weight")
+            .map(|stem| format!("{stem}.bias"));
+        let bias = match bias_name {
+            Some(b) if self.has(&b) => Some(self.f32(&b, &[out_dim])?),
+            _ => None,
+        };
+        self.matrix_from(self.host(name, &[in_dim, out_dim])?, bias)
+    }
 }
 
 /// `blk.{layer}.{name}.weight`.
@@ -80,8 +168,28 @@ fn layer_tensor(layer: usize, name: &str) -> String {
     format!("blk.{layer}.{name}.weight")
 }
 
-fn norm(w: &Weights, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
-    w.tensor(name, &[len])
+/// Where an attention layer's values come from.
+enum Values<M> {
+    Projection(M),
+    /// The projection, RMS-normalized per head without weight (Gemma 4).
+    NormedProjection(M),
+    /// The key projection before the key norm and rope, RMS-normalized per head (Gemma 4's
+    /// global layers without `attn_v`).
+    NormedKeys,
+}
+
+/// Grouped-query self-attention: projections, optional per-head QK RMSNorm, rotary embedding,
+/// cached causal attention and the output projection.
+struct Attention<B: Backend> {
+    wq: B::Matrix,
+    wk: B::Matrix,
+    values: Values<B::Matrix>,
+    wo: B::Matrix,
+    /// Per-head RMSNorm weights of queries and keys, applied before rope (Gemma 3, Qwen 3).
+    qk_norm: Option<(B::Vector, B::Vector)>,
+    eps: f32,
+    rope: RopeTable,
+    params: AttentionParams,
 }
 
 /// How an architecture configures one layer's attention.
@@ -95,147 +203,240 @@ struct AttentionSpec {
     scale: f32,
 }
 
-fn load_attention(
-    c: &Config,
-    w: &Weights,
-    layer: usize,
-    spec: AttentionSpec,
-) -> Result<SelfAttention, ModelError> {
-    let t = |name| layer_tensor(layer, name);
-    let (n_head_kv, head_dim_k, head_dim_v) = (
-        c.n_head_kv_at(layer),
-        c.head_dim_k_at(layer),
-        c.head_dim_v_at(layer),
-    );
-    let qk_norm = if spec.qk_norm {
-        Some((
-            norm(w, &t("attn_q_norm"), head_dim_k)?,
-            norm(w, &t("attn_k_norm"), head_dim_k)?,
-        ))
-    } else {
-        None
-    };
-    let v_name = t("attn_v");
-    let wv = if spec.gemma4_values && !w.has(&v_name) {
-        if head_dim_v != head_dim_k {
+impl<B: Backend> Attention<B> {
+    fn load(c: &Config, w: &Loader<B>, layer: usize, spec: AttentionSpec) -> Result<Self> {
+        let t = |name| layer_tensor(layer, name);
+        let (n_head_kv, head_dim_k, head_dim_v) = (
+            c.n_head_kv_at(layer),
+            c.head_dim_k_at(layer),
+            c.head_dim_v_at(layer),
+        );
+        let qk_norm = if spec.qk_norm {
+            Some((
+                w.vector(&t("attn_q_norm"), head_dim_k)?,
+                w.vector(&t("attn_k_norm"), head_dim_k)?,
+            ))
+        } else {
+            None
+        };
+        let v_name = t("attn_v");
+        let values = if !spec.gemma4_values {
+            Values::Projection(w.matrix(&v_name, n_head_kv * head_dim_v, c.n_embd)?)
+        } else if w.has(&v_name) {
+            Values::NormedProjection(w.matrix(&v_name, n_head_kv * head_dim_v, c.n_embd)?)
+        } else if head_dim_v == head_dim_k {
+            Values::NormedKeys
+        } else {
             return Err(ModelError::BadConfig(
                 "values taken from keys need value_length == key_length".into(),
             ));
+        };
+        Ok(Self {
+            wq: w.matrix(&t("attn_q"), c.n_head * head_dim_k, c.n_embd)?,
+            wk: w.matrix(&t("attn_k"), n_head_kv * head_dim_k, c.n_embd)?,
+            values,
+            wo: w.matrix(&t("attn_output"), c.n_embd, c.n_head * head_dim_v)?,
+            qk_norm,
+            eps: c.rms_eps,
+            rope: spec.rope,
+            params: AttentionParams {
+                n_head: c.n_head,
+                n_head_kv,
+                head_dim_k,
+                head_dim_v,
+                scale: spec.scale,
+                window: spec.window,
+                softcap: c.attn_logit_softcap,
+            },
+        })
+    }
+
+    /// Attends the normalized hidden states `x` (`[tokens][n_embd]`, token `t` at position
+    /// `start + t`) over layer `layer` of the backend's cache, appending this call's keys and
+    /// values.
+    fn forward(&self, b: &mut B, x: &B::Tensor, start: usize, layer: usize) -> Result<B::Tensor> {
+        let o = self.attend(b, x, start, layer)?;
+        b.matmul(&o, &self.wo)
+    }
+
+    /// [`Attention::forward`] before the output projection: `[tokens][n_head * head_dim_v]`,
+    /// for architectures that gate the heads before `wo`.
+    fn attend(&self, b: &mut B, x: &B::Tensor, start: usize, layer: usize) -> Result<B::Tensor> {
+        let p = &self.params;
+        let mut q = b.matmul(x, &self.wq)?;
+        let mut k = b.matmul(x, &self.wk)?;
+        let v = match &self.values {
+            Values::Projection(wv) => b.matmul(x, wv)?,
+            Values::NormedProjection(wv) => {
+                b.rms_norm_unit(&b.matmul(x, wv)?, p.head_dim_v, self.eps)?
+            }
+            Values::NormedKeys => b.rms_norm_unit(&k, p.head_dim_v, self.eps)?,
+        };
+        if let Some((qn, kn)) = &self.qk_norm {
+            q = b.rms_norm(&q, qn, self.eps)?;
+            k = b.rms_norm(&k, kn, self.eps)?;
         }
-        None
-    } else {
-        Some(w.linear(&v_name, n_head_kv * head_dim_v, c.n_embd)?)
-    };
-    Ok(SelfAttention {
-        wq: w.linear(&t("attn_q"), c.n_head * head_dim_k, c.n_embd)?,
-        wk: w.linear(&t("attn_k"), n_head_kv * head_dim_k, c.n_embd)?,
-        wv,
-        wo: w.linear(&t("attn_output"), c.n_embd, c.n_head * head_dim_v)?,
-        qk_norm,
-        v_norm: spec.gemma4_values.then(|| vec![1.0; head_dim_v]),
-        norm_eps: c.rms_eps,
-        rope: spec.rope,
-        params: AttentionParams {
-            n_head: c.n_head,
-            n_head_kv,
-            head_dim_k,
-            head_dim_v,
-            scale: spec.scale,
-            window: spec.window,
-            softcap: c.attn_logit_softcap,
-        },
-    })
+        b.rope(&mut q, p.n_head, p.head_dim_k, start, &self.rope)?;
+        b.rope(&mut k, p.n_head_kv, p.head_dim_k, start, &self.rope)?;
+        b.attention(layer, &q, &k, &v, start, p)
+    }
 }
 
-fn load_ffn(
-    c: &Config,
-    w: &Weights,
-    layer: usize,
-    activation: Activation,
-) -> Result<GatedFfn, ModelError> {
-    let t = |name| layer_tensor(layer, name);
-    Ok(GatedFfn {
-        gate: w.linear(&t("ffn_gate"), c.n_ff, c.n_embd)?,
-        up: w.linear(&t("ffn_up"), c.n_ff, c.n_embd)?,
-        down: w.linear(&t("ffn_down"), c.n_embd, c.n_ff)?,
-        activation,
-    })
+/// `down(act(gate x) * up x)`.
+pub(crate) struct GatedFfn<B: Backend> {
+    pub gate: B::Matrix,
+    pub up: B::Matrix,
+    pub down: B::Matrix,
+    pub activation: Activation,
+}
+
+impl<B: Backend> GatedFfn<B> {
+    fn load(c: &Config, w: &Loader<B>, layer: usize, activation: Activation) -> Result<Self> {
+        Self::load_named(w, layer, "", c.n_ff, c.n_embd, activation)
+    }
+
+    /// `ffn_{gate,up,down}{suffix}` of layer `layer`, `ff` wide.
+    fn load_named(
+        w: &Loader<B>,
+        layer: usize,
+        suffix: &str,
+        ff: usize,
+        n_embd: usize,
+        activation: Activation,
+    ) -> Result<Self> {
+        let t = |name: &str| layer_tensor(layer, &format!("{name}{suffix}"));
+        Ok(Self {
+            gate: w.matrix(&t("ffn_gate"), ff, n_embd)?,
+            up: w.matrix(&t("ffn_up"), ff, n_embd)?,
+            down: w.matrix(&t("ffn_down"), n_embd, ff)?,
+            activation,
+        })
+    }
+
+    pub fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
+        let h = b.glu(
+            self.activation,
+            &b.matmul(x, &self.gate)?,
+            &b.matmul(x, &self.up)?,
+        )?;
+        b.matmul(&h, &self.down)
+    }
 }
 
 /// The routed experts of layer `layer`: `ffn_{gate,up,down}_exps` (`[n_expert]` outermost), gate
 /// and up alternatively fused in `ffn_gate_up_exps` (gate rows first). Where the file has
 /// per-expert output scales of the separate projections (`ffn_*_exps.scale`, as llama.cpp reads
-/// them), they are folded into the weights.
-fn load_experts(
+/// them), the backend folds them into the weights.
+fn load_experts<B: Backend>(
     c: &Config,
-    w: &Weights,
+    w: &Loader<B>,
     layer: usize,
     activation: Activation,
-) -> Result<Vec<GatedFfn>, ModelError> {
+) -> Result<B::Experts> {
     let (n_embd, ff, n_expert) = (c.n_embd, c.n_ff_exp, c.n_expert);
     let t = |name: &str, suffix: &str| format!("blk.{layer}.{name}.{suffix}");
-    // Every expert's `[out][in]` matrix of `name`.
-    let load = |name: &str, out: usize, inp: usize, scaled: bool| {
-        let all = w.tensor(&t(name, "weight"), &[inp, out, n_expert])?;
-        let scales = match t(name, "scale") {
-            s if scaled && w.has(&s) => Some(w.tensor(&s, &[n_expert])?),
-            _ => None,
-        };
-        let experts = all.chunks_exact(out * inp).enumerate().map(|(e, m)| {
-            let s = scales.as_ref().map_or(1.0, |s| s[e]);
-            m.iter().map(|v| v * s).collect::<Vec<f32>>()
-        });
-        Ok::<_, ModelError>(experts.collect::<Vec<_>>())
+    let load = |name: &str, out: usize, inp: usize| {
+        let scale = t(name, "scale");
+        Ok::<_, ModelError>(ExpertMatrices {
+            weights: w.host(&t(name, "weight"), &[inp, out, n_expert])?,
+            scales: if w.has(&scale) {
+                Some(w.f32(&scale, &[n_expert])?)
+            } else {
+                None
+            },
+        })
     };
-    let (gates, ups): (Vec<_>, Vec<_>) = if w.has(&t("ffn_gate_up_exps", "weight")) {
-        let fused = load("ffn_gate_up_exps", 2 * ff, n_embd, false)?;
-        fused
-            .into_iter()
-            .map(|mut gate| {
-                let up = gate.split_off(ff * n_embd);
-                (gate, up)
-            })
-            .unzip()
+    let (gate, up) = if w.has(&t("ffn_gate_up_exps", "weight")) {
+        let fused = w.host(
+            &t("ffn_gate_up_exps", "weight"),
+            &[n_embd, 2 * ff, n_expert],
+        )?;
+        let half = |first: usize| ExpertMatrices {
+            weights: fused.select_rows((0..n_expert).map(|e| {
+                let from = (2 * e + first) * ff;
+                from..from + ff
+            })),
+            scales: None,
+        };
+        (half(0), half(1))
     } else {
         (
-            load("ffn_gate_exps", ff, n_embd, true)?,
-            load("ffn_up_exps", ff, n_embd, true)?,
+            load("ffn_gate_exps", ff, n_embd)?,
+            load("ffn_up_exps", ff, n_embd)?,
         )
     };
-    let downs = load("ffn_down_exps", n_embd, ff, true)?;
-    Ok(gates
-        .into_iter()
-        .zip(ups)
-        .zip(downs)
-        .map(|((gate, up), down)| GatedFfn {
-            gate: Linear::new(ff, n_embd, gate, None),
-            up: Linear::new(ff, n_embd, up, None),
-            down: Linear::new(n_embd, ff, down, None),
-            activation,
-        })
-        .collect())
+    let experts = HostExperts {
+        n_expert,
+        gate,
+        up,
+        down: load("ffn_down_exps", n_embd, ff)?,
+    };
+    w.backend.experts(experts, activation)
 }
 
-/// Embedding, final norm and output head; the head is tied to the embedding when the file has
-/// no `output.weight`.
-fn load_head(c: &Config, w: &Weights, embed_scale: f32) -> Result<EmbeddingHead, ModelError> {
-    const OUTPUT: &str = "output.weight";
-    let output = if w.has(OUTPUT) {
-        Some(w.linear(OUTPUT, c.n_vocab, c.n_embd)?)
-    } else {
-        None
-    };
-    Ok(EmbeddingHead {
-        embed: Linear::new(
-            c.n_vocab,
-            c.n_embd,
-            w.tensor(TOKEN_EMBD, &[c.n_embd, c.n_vocab])?,
-            None,
-        ),
-        output,
-        output_norm: norm(w, "output_norm.weight", c.n_embd)?,
-        norm_eps: c.rms_eps,
-        embed_scale,
-        final_softcap: c.final_logit_softcap,
-    })
+/// Token embedding, final norm and language-model head (the embedding itself when tied).
+struct Head<B: Backend> {
+    embed: B::Matrix,
+    /// `None` when the output projection is tied to the embedding.
+    output: Option<B::Matrix>,
+    output_norm: B::Vector,
+    n_embd: usize,
+    eps: f32,
+    /// Multiplies embeddings on lookup (Gemma: `sqrt(n_embd)`).
+    embed_scale: f32,
+    final_softcap: Option<f32>,
+}
+
+impl<B: Backend> Head<B> {
+    fn load(c: &Config, w: &Loader<B>, embed_scale: f32) -> Result<Self> {
+        const OUTPUT: &str = "output.weight";
+        let output = if w.has(OUTPUT) {
+            Some(w.matrix(OUTPUT, c.n_vocab, c.n_embd)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            embed: w.matrix_from(w.host(TOKEN_EMBD, &[c.n_embd, c.n_vocab])?, None)?,
+            output,
+            output_norm: w.vector("output_norm.weight", c.n_embd)?,
+            n_embd: c.n_embd,
+            eps: c.rms_eps,
+            embed_scale,
+            final_softcap: c.final_logit_softcap,
+        })
+    }
+
+    /// `[tokens][n_embd]` hidden states of `tokens`. Token ids must be below the vocabulary
+    /// size (the caller checks).
+    fn embed(&self, b: &B, tokens: &[u32]) -> Result<B::Tensor> {
+        b.embed(&self.embed, tokens, self.embed_scale)
+    }
+
+    /// Logits of the final hidden states `x` (`[tokens][n_embd]`), on the host.
+    fn logits(&self, b: &B, x: &B::Tensor, which: Logits) -> Result<Vec<f32>> {
+        let h = match which {
+            Logits::Last => {
+                b.rms_norm(&b.last_row(x, self.n_embd)?, &self.output_norm, self.eps)?
+            }
+            Logits::All => b.rms_norm(x, &self.output_norm, self.eps)?,
+        };
+        let mut logits = b.matmul(&h, self.output.as_ref().unwrap_or(&self.embed))?;
+        if let Some(cap) = self.final_softcap {
+            b.softcap(&mut logits, cap)?;
+        }
+        b.to_host(&logits)
+    }
+}
+
+/// `x += branch(norm(x))`: a pre-norm residual branch.
+fn pre_norm_residual<B: Backend>(
+    b: &mut B,
+    x: &mut B::Tensor,
+    norm: &B::Vector,
+    eps: f32,
+    branch: impl FnOnce(&mut B, &B::Tensor) -> Result<B::Tensor>,
+) -> Result<()> {
+    let h = b.rms_norm(x, norm, eps)?;
+    let y = branch(b, &h)?;
+    b.add(x, &y)
 }

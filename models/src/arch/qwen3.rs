@@ -2,11 +2,11 @@
 //! (split-half) rope; no projection biases.
 
 use super::llama::Llama;
+use super::Loader;
+use crate::backend::{Backend, Result, RopeStyle, RopeTable};
 use crate::config::Config;
-use crate::cpu::{RopeStyle, RopeTable};
-use crate::forward::{ModelError, Weights};
 
-pub fn load(c: &Config, w: &Weights) -> Result<Llama, ModelError> {
+pub(super) fn load<B: Backend>(c: &Config, w: &Loader<B>) -> Result<Llama<B>> {
     let rope = RopeTable::new(
         RopeStyle::Neox,
         c.n_rot,

@@ -6,43 +6,43 @@
 //! x += ffn(post_attention_norm(x))`, the FFN being SwiGLU or Qwen 3 MoE's routed experts plus
 //! a sigmoid-gated shared expert.
 
-use super::qwen3moe::load_moe;
-use super::{layer_tensor, load_ffn, load_head, norm, Transformer};
-use crate::config::{Config, DeltaNetConfig};
-use crate::cpu::{
-    add_in_place, causal_conv1d, gated_delta_rule, l2_norm, rms_norm, sigmoid, silu, Activation,
-    AttentionParams, DeltaNetShape, EmbeddingHead, GatedFfn, Linear, Logits, MoeFfn, RopeStyle,
-    RopeTable, SelfAttention, SharedExpert,
+use super::qwen3moe::{MoeFfn, SharedExpert};
+use super::{
+    layer_tensor, pre_norm_residual, Attention, AttentionParams, GatedFfn, Head, Loader,
+    Transformer, Values,
 };
-use crate::forward::{ModelError, Weights};
-use crate::kv_cache::KvCache;
+use crate::backend::{
+    Activation, Backend, DeltaNetShape, DeltaNetStep, Logits, Result, RopeStyle, RopeTable,
+};
+use crate::config::{Config, DeltaNetConfig};
+use crate::forward::ModelError;
 
-pub struct Qwen35 {
-    head: EmbeddingHead,
-    layers: Vec<Layer>,
+pub struct Qwen35<B: Backend> {
+    head: Head<B>,
+    layers: Vec<Layer<B>>,
     eps: f32,
 }
 
-struct Layer {
-    attn_norm: Vec<f32>,
-    mixer: Mixer,
-    post_attn_norm: Vec<f32>,
-    ffn: Ffn,
+struct Layer<B: Backend> {
+    attn_norm: B::Vector,
+    mixer: Mixer<B>,
+    post_attn_norm: B::Vector,
+    ffn: Ffn<B>,
 }
 
-enum Mixer {
-    DeltaNet(DeltaNet),
-    Attention(GatedAttention),
+enum Mixer<B: Backend> {
+    DeltaNet(DeltaNet<B>),
+    Attention(GatedAttention<B>),
 }
 
-enum Ffn {
-    Dense(GatedFfn),
-    Moe(MoeFfn),
+enum Ffn<B: Backend> {
+    Dense(GatedFfn<B>),
+    Moe(MoeFfn<B>),
 }
 
-impl Qwen35 {
+impl<B: Backend> Qwen35<B> {
     /// Loads either variant: the MoE one (`qwen35moe`) has `expert_count` experts per layer.
-    pub fn load(c: &Config, w: &Weights) -> Result<Self, ModelError> {
+    pub fn load(c: &Config, w: &Loader<B>) -> Result<Self> {
         let dn = c
             .delta_net
             .as_ref()
@@ -70,73 +70,57 @@ impl Qwen35 {
                 let ffn = if c.n_expert > 0 {
                     Ffn::Moe(load_moe_with_shared(c, w, il)?)
                 } else {
-                    Ffn::Dense(load_ffn(c, w, il, Activation::Silu)?)
+                    Ffn::Dense(GatedFfn::load(c, w, il, Activation::Silu)?)
                 };
                 Ok(Layer {
-                    attn_norm: norm(w, &layer_tensor(il, "attn_norm"), c.n_embd)?,
+                    attn_norm: w.vector(&layer_tensor(il, "attn_norm"), c.n_embd)?,
                     mixer,
-                    post_attn_norm: norm(w, &layer_tensor(il, "post_attention_norm"), c.n_embd)?,
+                    post_attn_norm: w.vector(&layer_tensor(il, "post_attention_norm"), c.n_embd)?,
                     ffn,
                 })
             })
-            .collect::<Result<_, ModelError>>()?;
+            .collect::<Result<_>>()?;
         Ok(Self {
-            head: load_head(c, w, 1.0)?,
+            head: Head::load(c, w, 1.0)?,
             layers,
             eps: c.rms_eps,
         })
     }
 }
 
-impl Transformer for Qwen35 {
-    fn forward(
-        &self,
-        tokens: &[u32],
-        start: usize,
-        cache: &mut KvCache,
-        which: Logits,
-    ) -> Vec<f32> {
-        let mut x = self.head.embed(tokens);
+impl<B: Backend> Transformer<B> for Qwen35<B> {
+    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>> {
+        let mut x = self.head.embed(b, tokens)?;
         for (il, l) in self.layers.iter().enumerate() {
-            let mut h = x.clone();
-            rms_norm(&mut h, &l.attn_norm, self.eps);
-            let mixed = match &l.mixer {
-                Mixer::DeltaNet(d) => d.forward(&h, cache, il),
-                Mixer::Attention(a) => a.forward(&h, start, cache, il),
-            };
-            add_in_place(&mut x, &mixed);
-            let mut h = x.clone();
-            rms_norm(&mut h, &l.post_attn_norm, self.eps);
-            let f = match &l.ffn {
-                Ffn::Dense(f) => f.forward(&h),
-                Ffn::Moe(m) => m.forward(&h),
-            };
-            add_in_place(&mut x, &f);
+            pre_norm_residual(b, &mut x, &l.attn_norm, self.eps, |b, h| match &l.mixer {
+                Mixer::DeltaNet(d) => d.forward(b, h, il),
+                Mixer::Attention(a) => a.forward(b, h, start, il),
+            })?;
+            pre_norm_residual(b, &mut x, &l.post_attn_norm, self.eps, |b, h| {
+                match &l.ffn {
+                    Ffn::Dense(f) => f.forward(b, h),
+                    Ffn::Moe(m) => m.forward(b, h),
+                }
+            })?;
         }
-        self.head.logits(&x, which)
+        self.head.logits(b, &x, which)
     }
 }
 
 /// Qwen 3 MoE's routed experts plus, where the layer has one, the shared expert scaled by
 /// `sigmoid(ffn_gate_inp_shexp · x)`.
-fn load_moe_with_shared(c: &Config, w: &Weights, il: usize) -> Result<MoeFfn, ModelError> {
-    let t = |name| layer_tensor(il, name);
-    let mut moe = load_moe(c, w, il)?;
-    if w.has(&t("ffn_up_shexp")) {
+fn load_moe_with_shared<B: Backend>(c: &Config, w: &Loader<B>, il: usize) -> Result<MoeFfn<B>> {
+    let mut moe = MoeFfn::load(c, w, il)?;
+    if w.has(&layer_tensor(il, "ffn_up_shexp")) {
         let ff = if c.n_ff_shexp > 0 {
             c.n_ff_shexp
         } else {
             c.n_ff
         };
-        let gate = w.tensor(&t("ffn_gate_inp_shexp"), &[c.n_embd])?;
+        let gate = w.host(&layer_tensor(il, "ffn_gate_inp_shexp"), &[c.n_embd])?;
         moe.shared = Some(SharedExpert {
-            ffn: GatedFfn {
-                gate: w.linear(&t("ffn_gate_shexp"), ff, c.n_embd)?,
-                up: w.linear(&t("ffn_up_shexp"), ff, c.n_embd)?,
-                down: w.linear(&t("ffn_down_shexp"), c.n_embd, ff)?,
-                activation: Activation::Silu,
-            },
-            gate: Some(Linear::new(1, c.n_embd, gate, None)),
+            ffn: GatedFfn::load_named(w, il, "_shexp", ff, c.n_embd, Activation::Silu)?,
+            gate: Some(w.matrix_from(gate, None)?),
         });
     }
     Ok(moe)
@@ -167,13 +151,13 @@ fn imrope_text_factors(n_rot: usize, sections: [usize; 4]) -> Option<Vec<f32>> {
 
 /// Full attention whose output heads are scaled by `sigmoid(gate)` before `wo`, the gate being
 /// the second half of each head's rows of `attn_q`.
-struct GatedAttention {
-    attn: SelfAttention,
-    gate: Linear,
+struct GatedAttention<B: Backend> {
+    attn: Attention<B>,
+    gate: B::Matrix,
 }
 
-impl GatedAttention {
-    fn load(c: &Config, w: &Weights, il: usize, rope: RopeTable) -> Result<Self, ModelError> {
+impl<B: Backend> GatedAttention<B> {
+    fn load(c: &Config, w: &Loader<B>, il: usize, rope: RopeTable) -> Result<Self> {
         let t = |name| layer_tensor(il, name);
         let (hd, n_embd) = (c.head_dim_k, c.n_embd);
         if c.head_dim_v != hd {
@@ -183,24 +167,22 @@ impl GatedAttention {
         }
         let q_dim = c.n_head * hd;
         // Rows of `attn_q`: per head, `hd` query rows then `hd` gate rows.
-        let qg = w.tensor(&t("attn_q"), &[n_embd, 2 * q_dim])?;
-        let (mut q, mut gate) = (Vec::with_capacity(q_dim * n_embd), Vec::new());
-        for (i, head) in qg.chunks_exact(hd * n_embd).enumerate() {
-            if i % 2 == 0 { &mut q } else { &mut gate }.extend_from_slice(head);
-        }
+        let qg = w.host(&t("attn_q"), &[n_embd, 2 * q_dim])?;
+        let heads = |first: usize| {
+            (0..c.n_head).map(move |h| (2 * h + first) * hd..(2 * h + first + 1) * hd)
+        };
         let kv_dim = c.n_head_kv * hd;
         Ok(Self {
-            attn: SelfAttention {
-                wq: Linear::new(q_dim, n_embd, q, None),
-                wk: w.linear(&t("attn_k"), kv_dim, n_embd)?,
-                wv: Some(w.linear(&t("attn_v"), kv_dim, n_embd)?),
-                wo: w.linear(&t("attn_output"), n_embd, q_dim)?,
+            attn: Attention {
+                wq: w.matrix_from(qg.select_rows(heads(0)), None)?,
+                wk: w.matrix(&t("attn_k"), kv_dim, n_embd)?,
+                values: Values::Projection(w.matrix(&t("attn_v"), kv_dim, n_embd)?),
+                wo: w.matrix(&t("attn_output"), n_embd, q_dim)?,
                 qk_norm: Some((
-                    norm(w, &t("attn_q_norm"), hd)?,
-                    norm(w, &t("attn_k_norm"), hd)?,
+                    w.vector(&t("attn_q_norm"), hd)?,
+                    w.vector(&t("attn_k_norm"), hd)?,
                 )),
-                v_norm: None,
-                norm_eps: c.rms_eps,
+                eps: c.rms_eps,
                 rope,
                 params: AttentionParams {
                     n_head: c.n_head,
@@ -212,16 +194,14 @@ impl GatedAttention {
                     softcap: None,
                 },
             },
-            gate: Linear::new(q_dim, n_embd, gate, None),
+            gate: w.matrix_from(qg.select_rows(heads(1)), None)?,
         })
     }
 
-    fn forward(&self, x: &[f32], start: usize, cache: &mut KvCache, il: usize) -> Vec<f32> {
-        let mut o = self.attn.attend(x, start, cache, il);
-        o.iter_mut()
-            .zip(self.gate.forward(x))
-            .for_each(|(v, g)| *v *= sigmoid(g));
-        self.attn.wo.forward(&o)
+    fn forward(&self, b: &mut B, x: &B::Tensor, start: usize, il: usize) -> Result<B::Tensor> {
+        let o = self.attn.attend(b, x, start, il)?;
+        let o = b.glu(Activation::Sigmoid, &b.matmul(x, &self.gate)?, &o)?;
+        b.matmul(&o, &self.attn.wo)
     }
 }
 
@@ -230,24 +210,24 @@ impl GatedAttention {
 /// `sigmoid(ssm_beta · x)` and the log-decay `softplus(ssm_alpha · x + ssm_dt) * ssm_a` (`ssm_a`
 /// is stored as `-exp(A_log)`). The output is RMS-normalized per head, scaled by
 /// `silu(attn_gate · x)` and projected by `ssm_out`.
-struct DeltaNet {
-    qkv: Linear,
-    z: Linear,
-    beta: Linear,
-    alpha: Linear,
-    dt_bias: Vec<f32>,
-    a: Vec<f32>,
+struct DeltaNet<B: Backend> {
+    qkv: B::Matrix,
+    z: B::Matrix,
+    beta: B::Matrix,
+    alpha: B::Matrix,
+    dt_bias: B::Vector,
+    a: B::Vector,
     /// `[channels][kernel]`.
-    conv: Vec<f32>,
+    conv: B::Vector,
     kernel: usize,
-    norm: Vec<f32>,
-    out: Linear,
+    norm: B::Vector,
+    out: B::Matrix,
     shape: DeltaNetShape,
     eps: f32,
 }
 
-impl DeltaNet {
-    fn load(c: &Config, dn: &DeltaNetConfig, w: &Weights, il: usize) -> Result<Self, ModelError> {
+impl<B: Backend> DeltaNet<B> {
+    fn load(c: &Config, dn: &DeltaNetConfig, w: &Loader<B>, il: usize) -> Result<Self> {
         let t = |name| layer_tensor(il, name);
         let shape = DeltaNetShape {
             n_k_heads: dn.n_k_heads,
@@ -256,79 +236,43 @@ impl DeltaNet {
         };
         let (n_embd, n_v) = (c.n_embd, dn.n_v_heads);
         let value_dim = n_v * dn.head_dim;
-        let channels = 2 * dn.n_k_heads * dn.head_dim + value_dim;
+        let channels = shape.channels();
         Ok(Self {
-            qkv: w.linear(&t("attn_qkv"), channels, n_embd)?,
-            z: w.linear(&t("attn_gate"), value_dim, n_embd)?,
-            beta: w.linear(&t("ssm_beta"), n_v, n_embd)?,
-            alpha: w.linear(&t("ssm_alpha"), n_v, n_embd)?,
-            dt_bias: w.tensor(&format!("blk.{il}.ssm_dt.bias"), &[n_v])?,
-            a: w.tensor(&format!("blk.{il}.ssm_a"), &[n_v])?,
-            conv: w.tensor(&t("ssm_conv1d"), &[dn.conv_kernel, channels])?,
+            qkv: w.matrix(&t("attn_qkv"), channels, n_embd)?,
+            z: w.matrix(&t("attn_gate"), value_dim, n_embd)?,
+            beta: w.matrix(&t("ssm_beta"), n_v, n_embd)?,
+            alpha: w.matrix(&t("ssm_alpha"), n_v, n_embd)?,
+            dt_bias: w.vector(&format!("blk.{il}.ssm_dt.bias"), n_v)?,
+            a: w.vector(&format!("blk.{il}.ssm_a"), n_v)?,
+            conv: w.upload(w.f32(&t("ssm_conv1d"), &[dn.conv_kernel, channels])?)?,
             kernel: dn.conv_kernel,
-            norm: norm(w, &t("ssm_norm"), dn.head_dim)?,
-            out: w.linear(&t("ssm_out"), n_embd, value_dim)?,
+            norm: w.vector(&t("ssm_norm"), dn.head_dim)?,
+            out: w.matrix(&t("ssm_out"), n_embd, value_dim)?,
             shape,
             eps: c.rms_eps,
         })
     }
 
     /// Runs `x` (`[tokens][n_embd]`) through the layer, advancing layer `il`'s recurrent state.
-    fn forward(&self, x: &[f32], cache: &mut KvCache, il: usize) -> Vec<f32> {
-        let DeltaNetShape {
-            n_k_heads,
-            n_v_heads,
-            head_dim: d,
-        } = self.shape;
-        let n_tokens = x.len() / self.qkv.in_dim();
-        let channels = self.qkv.out_dim();
-        let beta: Vec<f32> = self.beta.forward(x).into_iter().map(sigmoid).collect();
-        let mut g = self.alpha.forward(x);
-        for row in g.chunks_exact_mut(n_v_heads) {
-            for ((v, b), a) in row.iter_mut().zip(&self.dt_bias).zip(&self.a) {
-                *v = softplus(*v + b) * a;
-            }
-        }
-        let state = cache.recurrent(
-            il,
-            (self.kernel - 1) * channels,
-            self.shape.state_len(),
-            n_tokens,
-        );
-        let mut mixed = causal_conv1d(
-            &self.qkv.forward(x),
-            &self.conv,
-            self.kernel,
-            &mut state.conv,
-        );
-        mixed.iter_mut().for_each(|v| *v = silu(*v));
-        let key_dim = n_k_heads * d;
-        let split = |from: usize, len: usize| -> Vec<f32> {
-            mixed
-                .chunks_exact(channels)
-                .flat_map(|row| &row[from..from + len])
-                .copied()
-                .collect()
+    fn forward(&self, b: &mut B, x: &B::Tensor, il: usize) -> Result<B::Tensor> {
+        let qkv = b.matmul(x, &self.qkv)?;
+        let beta = b.matmul(x, &self.beta)?;
+        let alpha = b.matmul(x, &self.alpha)?;
+        let step = DeltaNetStep {
+            qkv: &qkv,
+            beta: &beta,
+            alpha: &alpha,
+            dt_bias: &self.dt_bias,
+            a: &self.a,
+            conv: &self.conv,
+            kernel: self.kernel,
+            shape: self.shape,
+            eps: self.eps,
         };
-        let (mut q, mut k) = (split(0, key_dim), split(key_dim, key_dim));
-        let v = split(2 * key_dim, n_v_heads * d);
-        l2_norm(&mut q, d, self.eps);
-        l2_norm(&mut k, d, self.eps);
-        let mut o = gated_delta_rule(&q, &k, &v, &g, &beta, &mut state.ssm, self.shape);
-        rms_norm(&mut o, &self.norm, self.eps);
-        o.iter_mut()
-            .zip(self.z.forward(x))
-            .for_each(|(v, z)| *v *= silu(z));
-        self.out.forward(&o)
-    }
-}
-
-/// `ln(1 + e^x)`, linear above 20 as in ggml.
-fn softplus(x: f32) -> f32 {
-    if x > 20.0 {
-        x
-    } else {
-        x.exp().ln_1p()
+        let o = b.delta_net(il, step)?;
+        let o = b.rms_norm(&o, &self.norm, self.eps)?;
+        let o = b.glu(Activation::Silu, &b.matmul(x, &self.z)?, &o)?;
+        b.matmul(&o, &self.out)
     }
 }
 

@@ -2,55 +2,81 @@
 //! with a mixture-of-experts FFN in every layer: softmax over all experts, the top
 //! `expert_used_count` kept and renormalized to sum to one, SwiGLU experts, no shared expert.
 
-use super::Transformer;
-use super::{layer_tensor, load_attention, load_experts, load_head, norm, AttentionSpec};
-use crate::config::Config;
-use crate::cpu::{
-    add_in_place, rms_norm, Activation, EmbeddingHead, Experts, Gating, Logits, MoeFfn, RopeStyle,
-    RopeTable, Router, SelfAttention,
+use super::{
+    layer_tensor, load_experts, pre_norm_residual, Attention, AttentionSpec, GatedFfn, Head,
+    Loader, Transformer,
 };
-use crate::forward::{ModelError, Weights};
-use crate::kv_cache::KvCache;
+use crate::backend::{Activation, Backend, Gating, Logits, Result, RopeStyle, RopeTable, Router};
+use crate::config::Config;
+use crate::forward::ModelError;
 
-pub struct Qwen3Moe {
-    head: EmbeddingHead,
-    layers: Vec<Layer>,
+pub struct Qwen3Moe<B: Backend> {
+    head: Head<B>,
+    layers: Vec<Layer<B>>,
     eps: f32,
 }
 
-struct Layer {
-    attn_norm: Vec<f32>,
-    attn: SelfAttention,
-    ffn_norm: Vec<f32>,
-    moe: MoeFfn,
+struct Layer<B: Backend> {
+    attn_norm: B::Vector,
+    attn: Attention<B>,
+    ffn_norm: B::Vector,
+    moe: MoeFfn<B>,
 }
 
-/// Qwen 3 MoE and Qwen 3.5 MoE route alike. llama.cpp always renormalizes the top-k weights for
-/// both (it ignores `expert_weights_norm`) and applies no `expert_weights_scale`.
-pub(super) fn load_moe(c: &Config, w: &Weights, layer: usize) -> Result<MoeFfn, ModelError> {
-    if c.n_expert == 0 || c.n_expert_used == 0 {
-        return Err(ModelError::BadConfig(
-            "expert_count and expert_used_count must be nonzero".into(),
-        ));
+/// A mixture-of-experts FFN with its router projection: `experts(x) + shared(x)`.
+pub(super) struct MoeFfn<B: Backend> {
+    /// `[n_expert][n_embd]` router projection (`ffn_gate_inp`).
+    gate_inp: B::Matrix,
+    router: Router,
+    experts: B::Experts,
+    pub(super) shared: Option<SharedExpert<B>>,
+}
+
+/// An expert every token goes through, optionally scaled by `sigmoid(gate · x)` (Qwen 3.5 MoE).
+pub(super) struct SharedExpert<B: Backend> {
+    pub ffn: GatedFfn<B>,
+    /// A one-row projection giving the per-token gate logit.
+    pub gate: Option<B::Matrix>,
+}
+
+impl<B: Backend> MoeFfn<B> {
+    /// Qwen 3 MoE and Qwen 3.5 MoE route alike. llama.cpp always renormalizes the top-k weights
+    /// for both (it ignores `expert_weights_norm`) and applies no `expert_weights_scale`.
+    pub(super) fn load(c: &Config, w: &Loader<B>, layer: usize) -> Result<Self> {
+        if c.n_expert == 0 || c.n_expert_used == 0 {
+            return Err(ModelError::BadConfig(
+                "expert_count and expert_used_count must be nonzero".into(),
+            ));
+        }
+        Ok(Self {
+            gate_inp: w.matrix(&layer_tensor(layer, "ffn_gate_inp"), c.n_expert, c.n_embd)?,
+            router: Router {
+                n_used: c.n_expert_used,
+                gating: Gating::SoftmaxTopK,
+                normalize: true,
+                scale: 1.0,
+            },
+            experts: load_experts(c, w, layer, Activation::Silu)?,
+            shared: None,
+        })
     }
-    let router = Router {
-        n_used: c.n_expert_used,
-        gating: Gating::SoftmaxTopK,
-        normalize: true,
-        scale: 1.0,
-    };
-    Ok(MoeFfn {
-        gate_inp: w.linear(&layer_tensor(layer, "ffn_gate_inp"), c.n_expert, c.n_embd)?,
-        experts: Experts {
-            ffns: load_experts(c, w, layer, Activation::Silu)?,
-            router,
-        },
-        shared: None,
-    })
+
+    pub(super) fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
+        let logits = b.matmul(x, &self.gate_inp)?;
+        let mut y = b.moe(x, &logits, &self.experts, &self.router)?;
+        if let Some(shared) = &self.shared {
+            let mut s = shared.ffn.forward(b, x)?;
+            if let Some(gate) = &shared.gate {
+                b.gate_rows(&mut s, &b.matmul(x, gate)?)?;
+            }
+            b.add(&mut y, &s)?;
+        }
+        Ok(y)
+    }
 }
 
-impl Qwen3Moe {
-    pub fn load(c: &Config, w: &Weights) -> Result<Self, ModelError> {
+impl<B: Backend> Qwen3Moe<B> {
+    pub fn load(c: &Config, w: &Loader<B>) -> Result<Self> {
         let rope = RopeTable::new(
             RopeStyle::Neox,
             c.n_rot,
@@ -69,38 +95,30 @@ impl Qwen3Moe {
                     scale,
                 };
                 Ok(Layer {
-                    attn_norm: norm(w, &layer_tensor(il, "attn_norm"), c.n_embd)?,
-                    attn: load_attention(c, w, il, spec)?,
-                    ffn_norm: norm(w, &layer_tensor(il, "ffn_norm"), c.n_embd)?,
-                    moe: load_moe(c, w, il)?,
+                    attn_norm: w.vector(&layer_tensor(il, "attn_norm"), c.n_embd)?,
+                    attn: Attention::load(c, w, il, spec)?,
+                    ffn_norm: w.vector(&layer_tensor(il, "ffn_norm"), c.n_embd)?,
+                    moe: MoeFfn::load(c, w, il)?,
                 })
             })
-            .collect::<Result<_, ModelError>>()?;
+            .collect::<Result<_>>()?;
         Ok(Self {
-            head: load_head(c, w, 1.0)?,
+            head: Head::load(c, w, 1.0)?,
             layers,
             eps: c.rms_eps,
         })
     }
 }
 
-impl Transformer for Qwen3Moe {
-    fn forward(
-        &self,
-        tokens: &[u32],
-        start: usize,
-        cache: &mut KvCache,
-        which: Logits,
-    ) -> Vec<f32> {
-        let mut x = self.head.embed(tokens);
+impl<B: Backend> Transformer<B> for Qwen3Moe<B> {
+    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>> {
+        let mut x = self.head.embed(b, tokens)?;
         for (il, l) in self.layers.iter().enumerate() {
-            let mut h = x.clone();
-            rms_norm(&mut h, &l.attn_norm, self.eps);
-            add_in_place(&mut x, &l.attn.forward(&h, start, cache, il));
-            let mut h = x.clone();
-            rms_norm(&mut h, &l.ffn_norm, self.eps);
-            add_in_place(&mut x, &l.moe.forward(&h));
+            pre_norm_residual(b, &mut x, &l.attn_norm, self.eps, |b, h| {
+                l.attn.forward(b, h, start, il)
+            })?;
+            pre_norm_residual(b, &mut x, &l.ffn_norm, self.eps, |b, h| l.moe.forward(b, h))?;
         }
-        self.head.logits(&x, which)
+        self.head.logits(b, &x, which)
     }
 }

@@ -3,22 +3,7 @@
 use rayon::prelude::*;
 
 use super::ops::{dot, softcap, softmax};
-
-/// Shape and masking of one attention layer.
-#[derive(Clone, Copy, Debug)]
-pub struct AttentionParams {
-    pub n_head: usize,
-    /// Grouped-query attention: query head `h` reads KV head `h / (n_head / n_head_kv)`.
-    pub n_head_kv: usize,
-    pub head_dim_k: usize,
-    pub head_dim_v: usize,
-    /// Multiplies `q·k` before capping and softmax.
-    pub scale: f32,
-    /// Sliding window: a query at position `p` sees keys at `p - window < j <= p`.
-    pub window: Option<usize>,
-    /// Gemma 2 style `cap * tanh(score / cap)` on the scaled scores.
-    pub softcap: Option<f32>,
-}
+use crate::backend::AttentionParams;
 
 /// Causal attention of `q` (`[tokens][n_head * head_dim_k]`, token `t` at position `start + t`)
 /// over the cached keys and values of positions `0..start + tokens` (`k`: `[pos][n_head_kv *

@@ -4,7 +4,9 @@
 
 use rayon::prelude::*;
 
-use super::ops::dot;
+use super::ops::{dot, sigmoid, silu};
+use crate::backend::{DeltaNetShape, DeltaNetStep};
+use crate::kv_cache::RecurrentState;
 
 /// Causal depthwise convolution over time of `x` (`[tokens][channels]`) with `weight`
 /// (`[channels][kernel]`, oldest tap first): `out[t][c] = sum_j weight[c][j] * in[t + j][c]`
@@ -37,23 +39,6 @@ pub fn l2_norm(x: &mut [f32], n: usize, eps: f32) {
         let sum_sq: f64 = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
         let scale = (1.0 / (sum_sq + f64::from(eps)).sqrt()) as f32;
         row.iter_mut().for_each(|v| *v *= scale);
-    }
-}
-
-/// Head layout of a gated delta net. Keys and values have the same head width, as in
-/// llama.cpp; there are `n_v_heads` states, value head `h` reading key head `h % n_k_heads`
-/// (llama.cpp tiles the key heads; converters order the value heads to match).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeltaNetShape {
-    pub n_k_heads: usize,
-    pub n_v_heads: usize,
-    pub head_dim: usize,
-}
-
-impl DeltaNetShape {
-    /// Floats of the recurrent state: one `[head_dim (v)][head_dim (k)]` matrix per value head.
-    pub fn state_len(&self) -> usize {
-        self.n_v_heads * self.head_dim * self.head_dim
     }
 }
 
@@ -116,6 +101,50 @@ pub fn gated_delta_rule(
         }
     }
     out
+}
+
+/// One delta-net call (see [`DeltaNetStep`]) from `state`, which it advances.
+pub fn delta_net_step(
+    step: &DeltaNetStep<'_, Vec<f32>, Vec<f32>>,
+    state: &mut RecurrentState,
+) -> Vec<f32> {
+    let DeltaNetShape {
+        n_k_heads,
+        n_v_heads,
+        head_dim: d,
+    } = step.shape;
+    let channels = step.shape.channels();
+    let beta: Vec<f32> = step.beta.iter().map(|&v| sigmoid(v)).collect();
+    let mut g = step.alpha.clone();
+    for row in g.chunks_exact_mut(n_v_heads) {
+        for ((v, b), a) in row.iter_mut().zip(step.dt_bias).zip(step.a) {
+            *v = softplus(*v + b) * a;
+        }
+    }
+    let mut mixed = causal_conv1d(step.qkv, step.conv, step.kernel, &mut state.conv);
+    mixed.iter_mut().for_each(|v| *v = silu(*v));
+    let key_dim = n_k_heads * d;
+    let split = |from: usize, len: usize| -> Vec<f32> {
+        mixed
+            .chunks_exact(channels)
+            .flat_map(|row| &row[from..from + len])
+            .copied()
+            .collect()
+    };
+    let (mut q, mut k) = (split(0, key_dim), split(key_dim, key_dim));
+    let v = split(2 * key_dim, n_v_heads * d);
+    l2_norm(&mut q, d, step.eps);
+    l2_norm(&mut k, d, step.eps);
+    gated_delta_rule(&q, &k, &v, &g, &beta, &mut state.ssm, step.shape)
+}
+
+/// `ln(1 + e^x)`, linear above 20 as in ggml.
+fn softplus(x: f32) -> f32 {
+    if x > 20.0 {
+        x
+    } else {
+        x.exp().ln_1p()
+    }
 }
 
 #[cfg(test)]

@@ -1,31 +1,12 @@
 //! Mixture of experts: a router picks `n_used` of `n_expert` gated FFNs per token and mixes their
-//! outputs by the routing weights; an optional shared expert runs on every token.
+//! outputs by the routing weights.
 
 use rayon::prelude::*;
 
-use super::layers::GatedFfn;
-use super::matmul::Linear;
-use super::ops::{sigmoid, softmax};
-
-/// How router logits become the weights of the selected experts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Gating {
-    /// Softmax over all experts, then the top `n_used` probabilities (Qwen 3 MoE, Mixtral).
-    SoftmaxTopK,
-    /// The top `n_used` logits, then a softmax over just those.
-    TopKSoftmax,
-}
-
-/// Expert selection: which experts run on a token and with what weight.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Router {
-    pub n_used: usize,
-    pub gating: Gating,
-    /// Divide the selected weights by their sum (so they add up to one).
-    pub normalize: bool,
-    /// Multiplies the final weights (1 for none).
-    pub scale: f32,
-}
+use super::ops::softmax;
+use super::Cpu;
+use crate::arch::GatedFfn;
+use crate::backend::{Gating, Result, Router};
 
 /// One token's routing decision.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -66,24 +47,28 @@ impl Router {
     }
 }
 
-/// The routed experts of one layer.
-#[derive(Clone, Debug)]
+/// The routed experts of one layer, dequantized.
 pub struct Experts {
-    pub ffns: Vec<GatedFfn>,
-    pub router: Router,
+    pub(crate) ffns: Vec<GatedFfn<Cpu>>,
 }
 
 impl Experts {
-    /// `sum_k weight_k * expert_k(x)` per token of `x` (`[tokens][n_embd]`), routed by `logits`
-    /// (`[tokens][n_expert]`), for architectures that compute their router logits themselves.
-    pub fn forward(&self, x: &[f32], logits: &[f32]) -> Vec<f32> {
+    /// `sum_k weight_k * expert_k(x)` per token of `x` (`[tokens][n_embd]`), routed by
+    /// `router` from `logits` (`[tokens][n_expert]`).
+    pub fn forward(
+        &self,
+        cpu: &Cpu,
+        x: &[f32],
+        logits: &[f32],
+        router: &Router,
+    ) -> Result<Vec<f32>> {
         let n_expert = self.ffns.len();
         let n_embd = x.len() / (logits.len() / n_expert);
-        let routes = self.router.route(logits, n_expert);
+        let routes = router.route(logits, n_expert);
         // Group the tokens by expert so that each expert's weights are read once per call.
         let mut by_expert: Vec<Vec<(usize, f32)>> = vec![Vec::new(); n_expert];
         for (i, r) in routes.iter().enumerate() {
-            by_expert[r.expert].push((i / self.router.n_used, r.weight));
+            by_expert[r.expert].push((i / router.n_used, r.weight));
         }
         let partial: Vec<(usize, Vec<f32>)> = by_expert
             .par_iter()
@@ -95,9 +80,9 @@ impl Experts {
                     .flat_map(|&(t, _)| &x[t * n_embd..(t + 1) * n_embd])
                     .copied()
                     .collect();
-                (e, self.ffns[e].forward(&xs))
+                Ok((e, self.ffns[e].forward(cpu, &xs)?))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let mut out = vec![0f32; x.len()];
         for (e, y) in &partial {
             for (&(t, w), row) in by_expert[*e].iter().zip(y.chunks_exact(n_embd)) {
@@ -107,57 +92,15 @@ impl Experts {
                     .for_each(|(o, v)| *o += w * v);
             }
         }
-        out
-    }
-}
-
-/// An expert every token goes through, optionally scaled by `sigmoid(gate · x)` (Qwen 3.5 MoE).
-#[derive(Clone, Debug)]
-pub struct SharedExpert {
-    pub ffn: GatedFfn,
-    /// A one-row projection giving the per-token gate logit.
-    pub gate: Option<Linear>,
-}
-
-impl SharedExpert {
-    pub fn forward(&self, x: &[f32]) -> Vec<f32> {
-        let mut y = self.ffn.forward(x);
-        if let Some(gate) = &self.gate {
-            let g = gate.forward(x);
-            let n_embd = y.len() / g.len();
-            for (row, g) in y.chunks_exact_mut(n_embd).zip(g) {
-                let s = sigmoid(g);
-                row.iter_mut().for_each(|v| *v *= s);
-            }
-        }
-        y
-    }
-}
-
-/// A mixture-of-experts FFN with its router projection: `experts(x) + shared(x)`.
-#[derive(Clone, Debug)]
-pub struct MoeFfn {
-    /// `[n_expert][n_embd]` router projection (`ffn_gate_inp`).
-    pub gate_inp: Linear,
-    pub experts: Experts,
-    pub shared: Option<SharedExpert>,
-}
-
-impl MoeFfn {
-    pub fn forward(&self, x: &[f32]) -> Vec<f32> {
-        let mut y = self.experts.forward(x, &self.gate_inp.forward(x));
-        if let Some(shared) = &self.shared {
-            y.iter_mut()
-                .zip(shared.forward(x))
-                .for_each(|(a, b)| *a += b);
-        }
-        y
+        Ok(out)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::Activation;
+    use crate::cpu::Linear;
 
     fn router(gating: Gating, normalize: bool, scale: f32) -> Router {
         Router {
@@ -203,16 +146,19 @@ mod tests {
             gate: Linear::new(n, n, identity.iter().map(|v| v * 50.0).collect(), None),
             up: Linear::new(n, n, vec![0.0; n * n], Some(vec![(e + 1) as f32 / 50.0; n])),
             down: Linear::new(n, n, identity.clone(), None),
-            activation: crate::cpu::Activation::Silu,
+            activation: Activation::Silu,
         };
         let experts = Experts {
             ffns: (0..3).map(ffn).collect(),
-            router: router(Gating::SoftmaxTopK, true, 1.0),
+        };
+        let cpu = Cpu {
+            cache: crate::kv_cache::KvCache::new([]),
         };
         // Token 0 picks experts 2 and 1 equally, token 1 experts 0 and 1.
         let logits = [0.0, 5.0, 5.0, 5.0, 5.0, 0.0];
         let x = [1.0, 2.0, 3.0, 4.0];
-        let y = experts.forward(&x, &logits);
+        let routing = router(Gating::SoftmaxTopK, true, 1.0);
+        let y = experts.forward(&cpu, &x, &logits, &routing).unwrap();
         // silu(50 x) ≈ 50 x for these inputs, so expert e gives (e + 1) x.
         let expected = [2.5, 5.0, 4.5, 6.0];
         for (a, b) in y.iter().zip(expected) {

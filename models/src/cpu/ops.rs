@@ -1,5 +1,7 @@
 //! Element-wise and per-row operations.
 
+use crate::backend::{RopeStyle, RopeTable};
+
 /// Dot product with eight independent accumulators, so the compiler can keep them in SIMD
 /// registers (f32 addition is not associative, so it will not reorder a single running sum).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -26,15 +28,28 @@ pub fn add_in_place(x: &mut [f32], y: &[f32]) {
 /// Rows may be whole hidden states or single heads (QK-norm). The weight is used as stored:
 /// GGUF converters already fold Gemma's `1 + w` into it.
 pub fn rms_norm(x: &mut [f32], weight: &[f32], eps: f32) {
-    let n = weight.len();
-    debug_assert_eq!(x.len() % n, 0);
-    for row in x.chunks_exact_mut(n) {
-        let sum_sq: f64 = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
-        let scale = (1.0 / (sum_sq / n as f64 + f64::from(eps)).sqrt()) as f32;
+    for (row, scale) in rms_scales(x, weight.len(), eps) {
         row.iter_mut()
             .zip(weight)
             .for_each(|(v, w)| *v *= scale * w);
     }
+}
+
+/// RMSNorm of each `n`-long row of `x` without a weight, in place.
+pub fn rms_norm_unit(x: &mut [f32], n: usize, eps: f32) {
+    for (row, scale) in rms_scales(x, n, eps) {
+        row.iter_mut().for_each(|v| *v *= scale);
+    }
+}
+
+/// Each `n`-long row of `x` with its `1 / sqrt(mean(x²) + eps)`.
+fn rms_scales(x: &mut [f32], n: usize, eps: f32) -> impl Iterator<Item = (&mut [f32], f32)> {
+    debug_assert_eq!(x.len() % n, 0);
+    x.chunks_exact_mut(n).map(move |row| {
+        let sum_sq: f64 = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+        let scale = (1.0 / (sum_sq / n as f64 + f64::from(eps)).sqrt()) as f32;
+        (row, scale)
+    })
 }
 
 /// Numerically stable softmax in place.
@@ -70,61 +85,15 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
-/// How rotary embedding pairs up the dimensions of a head.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RopeStyle {
-    /// Adjacent pairs `(2i, 2i + 1)`: Llama.
-    Normal,
-    /// Split halves `(i, i + n_rot / 2)`: GPT-NeoX, Gemma, Qwen.
-    Neox,
-}
-
-/// The inverse frequencies of one rope configuration, computed once per layer kind.
-#[derive(Clone, Debug)]
-pub struct RopeTable {
-    style: RopeStyle,
-    /// `scale / factor_i * base^(-2i / n_rot)` for `i < n_rot / 2`, in f64 so that angles at
-    /// large positions stay exact.
-    inv_freq: Vec<f64>,
-}
-
-impl RopeTable {
-    /// `freq_scale` is the linear position scale (1 / `rope.scaling.factor`); `factors` are the
-    /// optional per-frequency divisors of Llama 3's `rope_freqs.weight`.
-    pub fn new(
-        style: RopeStyle,
-        n_rot: usize,
-        base: f32,
-        freq_scale: f32,
-        factors: Option<&[f32]>,
-    ) -> Self {
-        let inv_freq = (0..n_rot / 2)
-            .map(|i| {
-                let f =
-                    f64::from(freq_scale) * f64::from(base).powf(-2.0 * i as f64 / n_rot as f64);
-                f / factors.map_or(1.0, |c| f64::from(c[i]))
-            })
-            .collect();
-        Self { style, inv_freq }
-    }
-}
-
 /// Rotates every `head_dim`-long head in `x` (one row of heads per token) by its token's position.
 pub fn rope(x: &mut [f32], head_dim: usize, positions: &[usize], table: &RopeTable) {
-    let half = table.inv_freq.len();
+    let half = table.inv_freq().len();
     let row_len = x.len() / positions.len();
     for (row, &pos) in x.chunks_exact_mut(row_len).zip(positions) {
-        let (sin, cos): (Vec<f32>, Vec<f32>) = table
-            .inv_freq
-            .iter()
-            .map(|f| {
-                let (s, c) = (pos as f64 * f).sin_cos();
-                (s as f32, c as f32)
-            })
-            .unzip();
+        let (sin, cos) = table.sin_cos(pos);
         for head in row.chunks_exact_mut(head_dim) {
             for i in 0..half {
-                let (a, b) = match table.style {
+                let (a, b) = match table.style() {
                     RopeStyle::Normal => (2 * i, 2 * i + 1),
                     RopeStyle::Neox => (i, i + half),
                 };

@@ -1,6 +1,7 @@
 //! Each op against a naive, obviously-correct implementation on random inputs.
 
 use super::*;
+use crate::backend::{AttentionParams, RopeStyle, RopeTable};
 use crate::sampler::Rng;
 
 fn random(rng: &mut Rng, n: usize) -> Vec<f32> {

@@ -1,0 +1,331 @@
+//! The interface between the model graphs and the hardware that runs them.
+//!
+//! Each architecture in [`crate::arch`] is one description written against [`Backend`]: it
+//! loads its weights through the backend and runs its forward pass as a sequence of backend
+//! ops. [`crate::cpu::Cpu`] is the f32 reference; the engine implements the trait for the GPU.
+//! Ops are eager (each returns its result), which keeps a graph a plain Rust function; a
+//! backend that wants to fuse or capture (CUDA graphs) does so below this interface.
+
+use std::borrow::Cow;
+
+use rayon::prelude::*;
+
+use crate::forward::ModelError;
+use crate::gguf::GgufError;
+use crate::quant::{dequantize_row, GgmlType};
+
+pub type Result<T, E = ModelError> = std::result::Result<T, E>;
+
+/// What a model needs from the machine it runs on. Activations are row-major `[rows][width]`
+/// f32 tensors, a row being a token (or one head of a token); ops infer the row count from the
+/// width they are given or that their weights imply.
+pub trait Backend {
+    /// Activations.
+    type Tensor;
+    /// A weight matrix `[out][in]` with its optional bias, in whatever form the backend
+    /// multiplies by (the CPU dequantizes to f32; a GPU keeps quantized blocks).
+    type Matrix;
+    /// A small f32 parameter vector: norm weights and per-head constants.
+    type Vector;
+    /// The routed experts of one mixture-of-experts layer.
+    type Experts;
+
+    fn matrix(&self, m: HostMatrix<'_>, bias: Option<Vec<f32>>) -> Result<Self::Matrix>;
+    fn vector(&self, v: Vec<f32>) -> Result<Self::Vector>;
+    fn experts(&self, e: HostExperts<'_>, activation: Activation) -> Result<Self::Experts>;
+
+    /// Positions held by the KV cache (and recurrent state) the backend owns.
+    fn cached(&self) -> usize;
+    /// Whether [`Backend::truncate`] can keep exactly `len` positions.
+    fn can_truncate(&self, len: usize) -> bool;
+    /// Forgets every position from `len` on.
+    fn truncate(&mut self, len: usize);
+
+    /// `[tokens][in]` rows of `table` scaled by `scale`.
+    fn embed(&self, table: &Self::Matrix, tokens: &[u32], scale: f32) -> Result<Self::Tensor>;
+    /// `x Wᵀ + b` for each row of `x`.
+    fn matmul(&self, x: &Self::Tensor, w: &Self::Matrix) -> Result<Self::Tensor>;
+    /// RMSNorm of each `weight.len()`-long row, times `weight` (GGUF stores Gemma's `1 + w`).
+    fn rms_norm(&self, x: &Self::Tensor, weight: &Self::Vector, eps: f32) -> Result<Self::Tensor>;
+    /// RMSNorm of each `width`-long row without a weight.
+    fn rms_norm_unit(&self, x: &Self::Tensor, width: usize, eps: f32) -> Result<Self::Tensor>;
+    /// Rotates each `head_dim`-long head of row `t` of `x` (`[tokens][n_heads * head_dim]`) by
+    /// position `start + t`.
+    fn rope(
+        &self,
+        x: &mut Self::Tensor,
+        n_heads: usize,
+        head_dim: usize,
+        start: usize,
+        rope: &RopeTable,
+    ) -> Result<()>;
+    /// Appends `k` and `v` (rows at positions `start..`) to layer `layer`'s cache, which holds
+    /// exactly `start` positions, and attends `q` causally over all of it.
+    fn attention(
+        &mut self,
+        layer: usize,
+        q: &Self::Tensor,
+        k: &Self::Tensor,
+        v: &Self::Tensor,
+        start: usize,
+        p: &AttentionParams,
+    ) -> Result<Self::Tensor>;
+    /// `act(gate) * x`, element-wise.
+    fn glu(
+        &self,
+        activation: Activation,
+        gate: &Self::Tensor,
+        x: &Self::Tensor,
+    ) -> Result<Self::Tensor>;
+    /// Scales row `r` of `x` by `sigmoid(gate[r])`.
+    fn gate_rows(&self, x: &mut Self::Tensor, gate: &Self::Tensor) -> Result<()>;
+    /// `x += y`.
+    fn add(&self, x: &mut Self::Tensor, y: &Self::Tensor) -> Result<()>;
+    /// `x *= s`.
+    fn scale(&self, x: &mut Self::Tensor, s: f32) -> Result<()>;
+    /// `cap * tanh(x / cap)`.
+    fn softcap(&self, x: &mut Self::Tensor, cap: f32) -> Result<()>;
+    /// The last `width`-long row of `x`.
+    fn last_row(&self, x: &Self::Tensor, width: usize) -> Result<Self::Tensor>;
+    /// `sum_k weight_k * expert_k(x)` per row of `x`, the experts and weights chosen by
+    /// `router` from `logits` (`[rows][n_expert]`).
+    fn moe(
+        &self,
+        x: &Self::Tensor,
+        logits: &Self::Tensor,
+        experts: &Self::Experts,
+        router: &Router,
+    ) -> Result<Self::Tensor>;
+    /// One call of a gated delta-net layer `layer` after its input projections (see
+    /// [`DeltaNetStep`]), advancing the layer's recurrent state; returns `[tokens][n_v_heads *
+    /// head_dim]`.
+    fn delta_net(
+        &mut self,
+        layer: usize,
+        step: DeltaNetStep<'_, Self::Tensor, Self::Vector>,
+    ) -> Result<Self::Tensor>;
+    /// Copies `x` to the host.
+    fn to_host(&self, x: &Self::Tensor) -> Result<Vec<f32>>;
+}
+
+/// A weight matrix as the file stores it: `rows` rows of `cols` values of type `ty`, each row
+/// a whole number of blocks, so rows can be selected without decoding them.
+#[derive(Clone, Debug)]
+pub struct HostMatrix<'a> {
+    /// The tensor's name, for errors.
+    pub name: String,
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    pub data: Cow<'a, [u8]>,
+}
+
+impl HostMatrix<'_> {
+    fn row_bytes(&self) -> usize {
+        self.cols / self.ty.block_size() * self.ty.type_size()
+    }
+
+    /// The rows of `ranges`, in order, as one matrix.
+    pub fn select_rows(
+        &self,
+        ranges: impl IntoIterator<Item = std::ops::Range<usize>>,
+    ) -> HostMatrix<'static> {
+        let rb = self.row_bytes();
+        let mut data = Vec::new();
+        for r in ranges {
+            data.extend_from_slice(&self.data[r.start * rb..r.end * rb]);
+        }
+        HostMatrix {
+            name: self.name.clone(),
+            ty: self.ty,
+            rows: data.len() / rb,
+            cols: self.cols,
+            data: Cow::Owned(data),
+        }
+    }
+
+    /// The matrix dequantized to f32, row-major.
+    pub fn to_f32(&self) -> Result<Vec<f32>> {
+        let mut out = vec![0f32; self.rows * self.cols];
+        out.par_chunks_mut(self.cols)
+            .zip(self.data.par_chunks(self.row_bytes()))
+            .try_for_each(|(row, bytes)| dequantize_row(self.ty, bytes, row))
+            .map_err(|error| GgufError::Quant {
+                name: self.name.clone(),
+                error,
+            })?;
+        Ok(out)
+    }
+}
+
+/// The experts of one projection of a MoE layer: `n_expert` matrices stacked in `weights`
+/// (`[n_expert * out][in]`), each optionally multiplied by its entry of `scales`.
+#[derive(Clone, Debug)]
+pub struct ExpertMatrices<'a> {
+    pub weights: HostMatrix<'a>,
+    pub scales: Option<Vec<f32>>,
+}
+
+/// Every projection of one layer's experts.
+#[derive(Clone, Debug)]
+pub struct HostExperts<'a> {
+    pub n_expert: usize,
+    pub gate: ExpertMatrices<'a>,
+    pub up: ExpertMatrices<'a>,
+    pub down: ExpertMatrices<'a>,
+}
+
+/// The activation of a gated unit `act(gate) * x`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// SwiGLU (Llama, Qwen).
+    Silu,
+    /// GeGLU with tanh-approximated GELU (Gemma).
+    GeluTanh,
+    /// Sigmoid-gated heads (Qwen 3.5 attention).
+    Sigmoid,
+}
+
+/// Which positions of a forward pass produce logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Only the last token's (generation).
+    Last,
+    /// Every token's (`[tokens][vocab]`; for tests and scoring).
+    All,
+}
+
+/// How rotary embedding pairs up the dimensions of a head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Adjacent pairs `(2i, 2i + 1)`: Llama.
+    Normal,
+    /// Split halves `(i, i + n_rot / 2)`: GPT-NeoX, Gemma, Qwen.
+    Neox,
+}
+
+/// The inverse frequencies of one rope configuration, computed once per layer kind. Partial
+/// rope (`n_rot < head_dim`), per-frequency factors and M-RoPE sections on text all reduce to
+/// this table; dimensions past `n_rot` stay unrotated.
+#[derive(Clone, Debug)]
+pub struct RopeTable {
+    style: RopeStyle,
+    /// `scale / factor_i * base^(-2i / n_rot)` for `i < n_rot / 2`, in f64 so that angles at
+    /// large positions stay exact.
+    inv_freq: Vec<f64>,
+}
+
+impl RopeTable {
+    /// `freq_scale` is the linear position scale (1 / `rope.scaling.factor`); `factors` are the
+    /// optional per-frequency divisors of Llama 3's `rope_freqs.weight`.
+    pub fn new(
+        style: RopeStyle,
+        n_rot: usize,
+        base: f32,
+        freq_scale: f32,
+        factors: Option<&[f32]>,
+    ) -> Self {
+        let inv_freq = (0..n_rot / 2)
+            .map(|i| {
+                let f =
+                    f64::from(freq_scale) * f64::from(base).powf(-2.0 * i as f64 / n_rot as f64);
+                f / factors.map_or(1.0, |c| f64::from(c[i]))
+            })
+            .collect();
+        Self { style, inv_freq }
+    }
+
+    pub fn style(&self) -> RopeStyle {
+        self.style
+    }
+
+    /// One inverse frequency per rotated pair.
+    pub fn inv_freq(&self) -> &[f64] {
+        &self.inv_freq
+    }
+
+    /// `(sin, cos)` of each pair's angle at `pos`, rounded to f32 from f64.
+    pub fn sin_cos(&self, pos: usize) -> (Vec<f32>, Vec<f32>) {
+        self.inv_freq
+            .iter()
+            .map(|f| {
+                let (s, c) = (pos as f64 * f).sin_cos();
+                (s as f32, c as f32)
+            })
+            .unzip()
+    }
+}
+
+/// Shape and masking of one attention layer.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionParams {
+    pub n_head: usize,
+    /// Grouped-query attention: query head `h` reads KV head `h / (n_head / n_head_kv)`.
+    pub n_head_kv: usize,
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+    /// Multiplies `q·k` before capping and softmax.
+    pub scale: f32,
+    /// Sliding window: a query at position `p` sees keys at `p - window < j <= p`.
+    pub window: Option<usize>,
+    /// Gemma 2 style `cap * tanh(score / cap)` on the scaled scores.
+    pub softcap: Option<f32>,
+}
+
+/// How router logits become the weights of the selected experts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gating {
+    /// Softmax over all experts, then the top `n_used` probabilities (Qwen 3 MoE, Mixtral).
+    SoftmaxTopK,
+    /// The top `n_used` logits, then a softmax over just those.
+    TopKSoftmax,
+}
+
+/// Expert selection: which experts run on a token and with what weight.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Router {
+    pub n_used: usize,
+    pub gating: Gating,
+    /// Divide the selected weights by their sum (so they add up to one).
+    pub normalize: bool,
+    /// Multiplies the final weights (1 for none).
+    pub scale: f32,
+}
+
+/// Head layout of a gated delta net. Keys and values have the same head width, as in
+/// llama.cpp; there are `n_v_heads` states, value head `h` reading key head `h % n_k_heads`
+/// (llama.cpp tiles the key heads; converters order the value heads to match).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeltaNetShape {
+    pub n_k_heads: usize,
+    pub n_v_heads: usize,
+    pub head_dim: usize,
+}
+
+impl DeltaNetShape {
+    /// Floats of the recurrent state: one `[head_dim (v)][head_dim (k)]` matrix per value head.
+    pub fn state_len(&self) -> usize {
+        self.n_v_heads * self.head_dim * self.head_dim
+    }
+
+    /// Channels of the causal convolution: queries, keys and values.
+    pub fn channels(&self) -> usize {
+        (2 * self.n_k_heads + self.n_v_heads) * self.head_dim
+    }
+}
+
+/// The inputs of one delta-net call: `qkv` (`[tokens][channels]`) goes through the causal
+/// conv1d (`conv`: `[channels][kernel]`) and SiLU and splits into queries, keys (both
+/// L2-normalized with `eps`) and values; per value head the write strength is
+/// `sigmoid(beta)` and the log-decay `softplus(alpha + dt_bias) * a`.
+pub struct DeltaNetStep<'a, T, V> {
+    pub qkv: &'a T,
+    pub beta: &'a T,
+    pub alpha: &'a T,
+    pub dt_bias: &'a V,
+    pub a: &'a V,
+    pub conv: &'a V,
+    pub kernel: usize,
+    pub shape: DeltaNetShape,
+    pub eps: f32,
+}
