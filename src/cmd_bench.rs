@@ -208,12 +208,11 @@ impl Bench<'_> {
     ) -> Result<Timed> {
         let kernel = self.registry.kernel(name)?;
         let stream = &self.stream;
-        let bytes = inputs.iter().map(|v| spec.input.size() * v.len()).sum();
-        let sets = rotation_sets(bytes, self.l2_bytes);
+        let sets = rotation_sets(spec.input_bytes(shape), self.l2_bytes);
         let mut cases = (0..sets)
             .map(|_| {
                 let output = ElemBuf::alloc(stream, spec.out, spec.output_len(shape))?;
-                DeviceCase::upload(stream, spec.input, inputs, output, spec.scalars(shape))
+                DeviceCase::upload(stream, spec, inputs, output, spec.scalars(shape))
             })
             .collect::<Result<Vec<_>>>()?;
         let us = time_rotating(stream, sets, |i| cases[i].launch(&kernel, stream))?;

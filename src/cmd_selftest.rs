@@ -43,7 +43,7 @@ pub fn run(args: &Args) -> Result<()> {
             rows.push(Row {
                 kernel: name.to_string(),
                 shape: spec.describe(&shape),
-                tolerance: spec.tolerance(),
+                tolerance: spec.tolerance(&shape),
                 outcome,
             });
         }
@@ -71,7 +71,7 @@ fn check(
     let inputs = harness::random_inputs(spec, shape);
     let len = spec.output_len(shape);
     let output = ElemBuf::poisoned(stream, spec.out, len + GUARD)?;
-    let mut case = DeviceCase::upload(stream, spec.input, &inputs, output, spec.scalars(shape))?;
+    let mut case = DeviceCase::upload(stream, spec, &inputs, output, spec.scalars(shape))?;
     case.launch(&kernel, stream).context("launch")?;
     // The download waits for the kernel, so a fault in it surfaces here.
     let got = case
@@ -95,6 +95,8 @@ struct Errors {
     non_finite: usize,
     /// Guard elements past the end that were overwritten.
     past_end: usize,
+    /// Elements the kernel must not write (NaN in the reference) that it wrote.
+    stray: usize,
 }
 
 impl Errors {
@@ -105,9 +107,12 @@ impl Errors {
             unwritten: 0,
             non_finite: 0,
             past_end: guard.iter().filter(|v| !v.is_nan()).count(),
+            stray: 0,
         };
         for (&g, &w) in got.iter().zip(want) {
-            if g.is_nan() {
+            if w.is_nan() {
+                e.stray += usize::from(!g.is_nan());
+            } else if g.is_nan() {
                 e.unwritten += 1;
             } else if !g.is_finite() {
                 e.non_finite += 1;
@@ -124,6 +129,7 @@ impl Errors {
         self.unwritten == 0
             && self.non_finite == 0
             && self.past_end == 0
+            && self.stray == 0
             && self.max_rel <= tolerance
     }
 
@@ -141,6 +147,9 @@ impl Errors {
         }
         if self.past_end > 0 {
             why.push(format!("{} written past the end", self.past_end));
+        }
+        if self.stray > 0 {
+            why.push(format!("{} written outside the kernel's range", self.stray));
         }
         if self.max_rel > tolerance {
             why.push("error above tolerance".to_string());
@@ -208,7 +217,7 @@ mod tests {
     use zinc_runtime::ScalarValue;
 
     use super::*;
-    use crate::specs::{Elem, Op};
+    use crate::specs::Elem;
 
     #[test]
     fn errors_catch_unwritten_non_finite_and_overruns() {
@@ -227,16 +236,15 @@ mod tests {
             holes.verdict(1.0),
             "FAIL (1 not written, 1 non-finite, 1 written past the end)"
         );
-    }
-
-    /// Small shapes for the CPU interpreter, which runs every thread of every block.
-    fn interp_shapes(spec: &Spec) -> &'static [&'static [usize]] {
-        match spec.op {
-            Op::RmsNorm => &[&[1, 1], &[3, 100], &[2, 600]],
-            Op::Softmax => &[&[3, 1], &[4, 77], &[2, 700]],
-            Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &[&[1], &[1000]],
-            Op::Gemm => &[&[1, 1, 1], &[17, 33, 5], &[17, 33, 8], &[67, 131, 40]],
-        }
+        // NaN in the reference: the kernel must leave the element alone.
+        let want = [f64::NAN, 1.0];
+        assert!(Errors::new(&[f64::NAN, 1.0], &want, &[]).passes(0.0));
+        let stray = Errors::new(&[0.0, 1.0], &want, &[]);
+        assert_eq!(stray.stray, 1);
+        assert_eq!(
+            stray.verdict(1.0),
+            "FAIL (1 written outside the kernel's range)"
+        );
     }
 
     /// Every family file under kernels/ with its defaults.
@@ -298,23 +306,32 @@ mod tests {
                 &specialized
             };
             let spec = spec_for(name).unwrap();
-            for shape in spec.shapes(&[], interp_shapes(spec)) {
+            for shape in spec.shapes(&[], spec.interp_shapes()) {
                 let inputs = harness::random_inputs(spec, &shape);
                 let len = spec.output_len(&shape);
+                let last = inputs.len() - 1;
                 let mut args: Vec<Arg> = inputs
                     .iter()
-                    .map(|v| {
-                        Arg::ReadOnly(match spec.input {
-                            Elem::F32 => Buffer::from_f32(v),
-                            Elem::F16 => Buffer::from_f16(
+                    .enumerate()
+                    .map(|(i, v)| {
+                        Arg::ReadOnly(match (spec.weight, spec.input_elem(i)) {
+                            (Some(ty), _) if i == last => {
+                                Buffer::from_slice(&harness::quant_words(ty, v))
+                            }
+                            (_, Elem::F32) => Buffer::from_f32(v),
+                            (_, Elem::F16) => Buffer::from_f16(
                                 &v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>(),
                             ),
+                            (_, Elem::U32) => {
+                                Buffer::from_u32(&v.iter().map(|&x| x as u32).collect::<Vec<_>>())
+                            }
                         })
                     })
                     .collect();
                 args.push(Arg::Buffer(match spec.out {
                     Elem::F32 => Buffer::from_f32(&vec![f32::NAN; len + GUARD]),
                     Elem::F16 => Buffer::from_f16(&vec![f16::NAN; len + GUARD]),
+                    Elem::U32 => unreachable!("outputs are floats"),
                 }));
                 args.extend(
                     spec.scalars(&shape)
@@ -329,11 +346,12 @@ mod tests {
                 let got: Vec<f64> = match spec.out {
                     Elem::F32 => out.to_f32().into_iter().map(f64::from).collect(),
                     Elem::F16 => out.to_f16().into_iter().map(f64::from).collect(),
+                    Elem::U32 => unreachable!("outputs are floats"),
                 };
                 let errors =
                     Errors::new(&got[..len], &spec.reference(&shape, &inputs), &got[len..]);
                 assert!(
-                    errors.passes(spec.tolerance()),
+                    errors.passes(spec.tolerance(&shape)),
                     "{name} at {shape}: {errors:?}"
                 );
             }

@@ -6,9 +6,11 @@ use std::fmt::Display;
 use anyhow::{anyhow, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use zinc_models::quant::GgmlType;
 use zinc_runtime::half::f16;
 use zinc_runtime::{Arg, Device, DeviceBuffer, Grid, Kernel, ScalarValue, Stream};
 
+use crate::reference;
 use crate::registry::Registry;
 use crate::specs::{Elem, Shape, Spec};
 
@@ -48,14 +50,18 @@ pub fn random_inputs(spec: &Spec, shape: &Shape) -> Vec<Vec<f32>> {
     let mut inputs: Vec<Vec<f32>> = spec
         .inputs(shape)
         .iter()
-        .map(|&(len, scale)| nonzero(&mut rng, len, scale))
+        .enumerate()
+        .map(|(i, &(len, scale))| match spec.input_elem(i) {
+            Elem::U32 => ids(&mut rng, len, scale as u32),
+            // The reference then sees exactly the values the kernel reads.
+            Elem::F16 => nonzero(&mut rng, len, scale)
+                .into_iter()
+                .map(|v| f16::from_f32(v).to_f32())
+                .collect(),
+            Elem::F32 => nonzero(&mut rng, len, scale),
+        })
         .collect();
-    // The reference then sees exactly the values the kernel reads.
-    if spec.input == Elem::F16 {
-        for v in inputs.iter_mut().flatten() {
-            *v = f16::from_f32(*v).to_f32();
-        }
-    }
+    spec.fill_tables(shape, &mut inputs);
     inputs
 }
 
@@ -74,10 +80,32 @@ fn nonzero(rng: &mut impl Rng, len: usize, scale: f32) -> Vec<f32> {
         .collect()
 }
 
+/// `len` token ids below `vocab`, as f32 (exact below 2^24).
+fn ids(rng: &mut impl Rng, len: usize, vocab: u32) -> Vec<f32> {
+    (0..len)
+        .map(|_| rng.random_range(0..vocab) as f32)
+        .collect()
+}
+
 /// A kernel's input or output buffer.
 pub enum ElemBuf {
     F32(DeviceBuffer<f32>),
     F16(DeviceBuffer<f16>),
+    /// Raw GGUF blocks as little-endian u32 words, or token ids.
+    Words(DeviceBuffer<u32>),
+}
+
+/// Weights `w` quantized as `ty` (models/src/quant), as the u32 words the kernels read; the last
+/// word is zero-padded.
+pub fn quant_words(ty: GgmlType, w: &[f32]) -> Vec<u32> {
+    reference::quantize(ty, w)
+        .chunks(4)
+        .map(|c| {
+            let mut word = [0u8; 4];
+            word[..c.len()].copy_from_slice(c);
+            u32::from_le_bytes(word)
+        })
+        .collect()
 }
 
 impl ElemBuf {
@@ -86,6 +114,7 @@ impl ElemBuf {
         Ok(match elem {
             Elem::F32 => ElemBuf::F32(stream.alloc(len)?),
             Elem::F16 => ElemBuf::F16(stream.alloc(len)?),
+            Elem::U32 => ElemBuf::Words(stream.alloc(len)?),
         })
     }
 
@@ -97,14 +126,19 @@ impl ElemBuf {
                 let h: Vec<f16> = host.iter().map(|&v| f16::from_f32(v)).collect();
                 ElemBuf::F16(stream.upload(&h)?)
             }
+            Elem::U32 => {
+                let ids: Vec<u32> = host.iter().map(|&v| v as u32).collect();
+                ElemBuf::Words(stream.upload(&ids)?)
+            }
         })
     }
 
-    /// `len` NaNs, so that elements a kernel never writes stand out.
+    /// `len` NaNs, so that elements a kernel never writes stand out (outputs are floats).
     pub fn poisoned(stream: &Stream, elem: Elem, len: usize) -> Result<ElemBuf> {
         Ok(match elem {
             Elem::F32 => ElemBuf::F32(stream.upload(&vec![f32::NAN; len])?),
             Elem::F16 => ElemBuf::F16(stream.upload(&vec![f16::NAN; len])?),
+            Elem::U32 => anyhow::bail!("no NaN to poison a u32 output with"),
         })
     }
 
@@ -113,6 +147,7 @@ impl ElemBuf {
         Ok(match self {
             ElemBuf::F32(b) => stream.download(b)?.into_iter().map(f64::from).collect(),
             ElemBuf::F16(b) => stream.download(b)?.into_iter().map(f64::from).collect(),
+            ElemBuf::Words(b) => stream.download(b)?.into_iter().map(f64::from).collect(),
         })
     }
 
@@ -120,6 +155,7 @@ impl ElemBuf {
         match self {
             ElemBuf::F32(b) => Arg::from(b),
             ElemBuf::F16(b) => Arg::from(b),
+            ElemBuf::Words(b) => Arg::from(b),
         }
     }
 }
@@ -132,16 +168,23 @@ pub struct DeviceCase {
 }
 
 impl DeviceCase {
+    /// `inputs` as `spec` lays them out: quantized weights last, the others as
+    /// [`Spec::input_elem`].
     pub fn upload(
         stream: &Stream,
-        input: Elem,
+        spec: &Spec,
         inputs: &[Vec<f32>],
         output: ElemBuf,
         scalars: Vec<ScalarValue>,
     ) -> Result<DeviceCase> {
+        let last = inputs.len() - 1;
         let inputs = inputs
             .iter()
-            .map(|host| ElemBuf::upload(stream, input, host))
+            .enumerate()
+            .map(|(i, host)| match spec.weight {
+                Some(ty) if i == last => Ok(ElemBuf::Words(stream.upload(&quant_words(ty, host))?)),
+                _ => ElemBuf::upload(stream, spec.input_elem(i), host),
+            })
             .collect::<Result<_>>()?;
         Ok(DeviceCase {
             inputs,

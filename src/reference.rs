@@ -2,6 +2,8 @@
 //! kernel's error is measured against the exact result rather than another f32 implementation.
 
 use rayon::prelude::*;
+use zinc_models::backend::AttentionParams;
+use zinc_models::quant::{dequantize_row, quantize_row, GgmlType};
 
 /// `y[r][c] = x[r][c] / sqrt(mean(x[r]^2) + eps) * w[c]` over rows of `w.len()` elements.
 pub fn rmsnorm(x: &[f32], w: &[f32], eps: f64) -> Vec<f64> {
@@ -66,6 +68,110 @@ pub fn gemm_xwt(x: &[f32], w: &[f32], n: usize, k: usize) -> Vec<f64> {
     y
 }
 
+/// Gemma's soft-capping, `cap * tanh(x / cap)`.
+pub fn softcap(x: f64, cap: f64) -> f64 {
+    cap * (x / cap).tanh()
+}
+
+/// Causal grouped-query attention of `T` new tokens at positions `start..` over the cache:
+/// q is [T][n_head * dk], k [n_kv][n_head_kv * dk], v [n_kv][n_head_kv * dv], the result
+/// [T][n_head * dv]. A query at position p sees keys p - window < j <= p; the scores are scaled,
+/// then capped. Rows (token, head) in parallel.
+pub fn attention(q: &[f32], k: &[f32], v: &[f32], start: usize, p: &AttentionParams) -> Vec<f64> {
+    let (dk, dv) = (p.head_dim_k, p.head_dim_v);
+    let group = p.n_head / p.n_head_kv;
+    let n_tokens = q.len() / (p.n_head * dk);
+    let mut o = vec![0.0; n_tokens * p.n_head * dv];
+    o.par_chunks_mut(dv).enumerate().for_each(|(row, out)| {
+        let (t, h) = (row / p.n_head, row % p.n_head);
+        let kv_h = h / group;
+        let pos = start + t;
+        let first = p.window.map_or(0, |w| (pos + 1).saturating_sub(w));
+        let qh = &q[row * dk..][..dk];
+        let scores: Vec<f64> = (first..=pos)
+            .map(|j| {
+                let kj = &k[(j * p.n_head_kv + kv_h) * dk..][..dk];
+                let dot: f64 = qh
+                    .iter()
+                    .zip(kj)
+                    .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                    .sum();
+                let s = dot * f64::from(p.scale);
+                p.softcap.map_or(s, |c| softcap(s, f64::from(c)))
+            })
+            .collect();
+        let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+        let sum: f64 = weights.iter().sum();
+        for (j, w) in (first..=pos).zip(&weights) {
+            let vj = &v[(j * p.n_head_kv + kv_h) * dv..][..dv];
+            for (o, &x) in out.iter_mut().zip(vj) {
+                *o += w / sum * f64::from(x);
+            }
+        }
+    });
+    o
+}
+
+/// Rotary embedding of x [T][n_heads * head_dim] by each token's angles (sin and cos
+/// [T][half]): neox pairs dimensions (i, i + half), otherwise (2i, 2i + 1); dimensions past
+/// 2 * half are kept.
+pub fn rope(
+    x: &[f32],
+    sin: &[f32],
+    cos: &[f32],
+    n_heads: usize,
+    head_dim: usize,
+    neox: bool,
+) -> Vec<f64> {
+    let n_tokens = x.len() / (n_heads * head_dim);
+    let half = sin.len() / n_tokens;
+    let mut y: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+    for (row, head) in y.chunks_mut(head_dim).enumerate() {
+        let t = row / n_heads;
+        for i in 0..half {
+            let (a, b) = if neox {
+                (i, i + half)
+            } else {
+                (2 * i, 2 * i + 1)
+            };
+            let (s, c) = (f64::from(sin[t * half + i]), f64::from(cos[t * half + i]));
+            let (x0, x1) = (head[a], head[b]);
+            head[a] = x0 * c - x1 * s;
+            head[b] = x0 * s + x1 * c;
+        }
+    }
+    y
+}
+
+/// Rows `ids` (token ids held as f32) of `table` [vocab][cols], times `scale`.
+pub fn embed(table: &[f32], ids: &[f32], cols: usize, scale: f64) -> Vec<f64> {
+    ids.iter()
+        .flat_map(|&id| &table[id as usize * cols..][..cols])
+        .map(|&v| f64::from(v) * scale)
+        .collect()
+}
+
+/// Weights `w` (a whole number of `ty` blocks) as GGUF bytes, by models/src/quant's quantizer;
+/// blocks are independent, so chunks of them are quantized in parallel.
+pub fn quantize(ty: GgmlType, w: &[f32]) -> Vec<u8> {
+    const BLOCKS: usize = 256;
+    let mut bytes = vec![0u8; w.len() / ty.block_size() * ty.type_size()];
+    bytes
+        .par_chunks_mut(BLOCKS * ty.type_size())
+        .zip(w.par_chunks(BLOCKS * ty.block_size()))
+        .for_each(|(out, src)| quantize_row(ty, src, out).expect("whole blocks"));
+    bytes
+}
+
+/// The values a kernel reads from `w` quantized as `ty`: models/src/quant's dequantization
+/// (checked against gguf-py) of [`quantize`]'s bytes.
+pub fn dequantized(ty: GgmlType, w: &[f32]) -> Vec<f32> {
+    let mut out = vec![0.0; w.len()];
+    dequantize_row(ty, &quantize(ty, w), &mut out).expect("whole blocks");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +216,77 @@ mod tests {
         close(
             &zip_map(&[1.0, 2.0], &[3.0, 4.0], |a, b| a + b),
             &[4.0, 6.0],
+        );
+    }
+
+    #[test]
+    fn dequantized_weights_stay_within_a_quant_step() {
+        let w: Vec<f32> = (0..512)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
+            .collect();
+        for (ty, step) in [
+            (GgmlType::Q4_K, 0.2),
+            (GgmlType::Q6_K, 0.05),
+            (GgmlType::Q8_0, 0.01),
+            // The largest magnitude maps to -16 steps, its negation clamps to +15.
+            (GgmlType::Q5_0, 0.07),
+        ] {
+            assert_eq!(
+                quantize(ty, &w).len(),
+                512 / ty.block_size() * ty.type_size()
+            );
+            let d = dequantized(ty, &w);
+            let worst = w
+                .iter()
+                .zip(&d)
+                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(worst < step, "{ty}: {worst}");
+        }
+    }
+
+    #[test]
+    fn attention_masks_causally_within_the_window_and_groups_heads() {
+        // Two query heads sharing one KV head, dk = dv = 1, a query at position 2.
+        let mut p = AttentionParams {
+            n_head: 2,
+            n_head_kv: 1,
+            head_dim_k: 1,
+            head_dim_v: 1,
+            scale: 1.0,
+            window: None,
+            softcap: None,
+        };
+        let (k, v) = ([0.0, 0.0, 0.0, 5.0], [1.0, 2.0, 3.0, 100.0]);
+        // Equal scores: the mean of the values it sees, never the future one.
+        close(&attention(&[1.0, 2.0], &k, &v, 2, &p), &[2.0, 2.0]);
+        p.window = Some(2);
+        close(&attention(&[1.0, 2.0], &k, &v, 2, &p), &[2.5, 2.5]);
+        // Keys 0 (score 0) and 1 (score ln 3 after scaling, capped at 1): weights 1 : e^c.
+        let (k, v) = ([0.0, 1.0], [0.0, 1.0]);
+        p.window = None;
+        p.scale = 3f32.ln();
+        let c = softcap(f64::from(p.scale), 1.0).exp();
+        p.softcap = Some(1.0);
+        let y = attention(&[1.0, 1.0], &k, &v, 1, &p);
+        close(&y, &[c / (1.0 + c), c / (1.0 + c)]);
+    }
+
+    #[test]
+    fn rope_rotates_pairs_and_keeps_the_tail() {
+        // One head of 5 dims, 2 rotated pairs, a quarter and half turn.
+        let x = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let (sin, cos) = ([1.0, 0.0], [0.0, -1.0]);
+        close(
+            &rope(&x, &sin, &cos, 1, 5, false),
+            &[-2.0, 1.0, -3.0, -4.0, 5.0],
+        );
+        close(
+            &rope(&x, &sin, &cos, 1, 5, true),
+            &[-3.0, -2.0, 1.0, -4.0, 5.0],
+        );
+        close(
+            &embed(&[1.0, 2.0, 3.0, 4.0], &[1.0, 0.0, 1.0], 2, 0.5),
+            &[1.5, 2.0, 0.5, 1.0, 1.5, 2.0],
         );
     }
 

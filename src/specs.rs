@@ -1,12 +1,14 @@
 //! What the engine knows about each registered kernel beyond its manifest: the shapes it is tested
 //! and timed at, its inputs, its CPU reference and tolerance, its cost and its baseline.
 //!
-//! Every kernel follows one argument layout: its f32 input views, then its output view, then its
+//! Every kernel follows one argument layout: its input views, then its output view, then its
 //! scalars. A test checks that layout against every embedded manifest.
 
 use std::fmt;
 use std::str::FromStr;
 
+use zinc_models::backend::{AttentionParams, RopeStyle, RopeTable};
+use zinc_models::quant::GgmlType;
 use zinc_runtime::ScalarValue;
 
 use crate::reference;
@@ -21,6 +23,24 @@ pub enum Op {
     GeluMul,
     ToF16,
     Gemm,
+    /// A GGUF weight matrix W [N][K] to f16.
+    Dequant,
+    /// `Y[T][N] = X[T][K] · W[N][K]^T` for a few tokens, W quantized.
+    Matvec,
+    /// Causal grouped-query attention over a KV cache, with sliding window and soft-capping.
+    Attention,
+    /// Rotary position embedding from per-token sin and cos tables.
+    Rope,
+    /// Rows of an f16 table gathered by u32 token ids, scaled.
+    Embed,
+    /// `y[y_off..][..n] = x[x_off..][..n]`; the rest of y untouched.
+    Copy,
+    /// `y[r][c] = x[r][c] + b[c]`.
+    AddBias,
+    /// `y = x * s`.
+    Scale,
+    /// `y = cap * tanh(x / cap)`.
+    Softcap,
 }
 
 /// The element type of a kernel's input or output buffers.
@@ -28,12 +48,15 @@ pub enum Op {
 pub enum Elem {
     F32,
     F16,
+    /// Token ids (inputs only): drawn as integers below the input's bound, held exactly as f32
+    /// on the host.
+    U32,
 }
 
 impl Elem {
     pub fn size(self) -> usize {
         match self {
-            Elem::F32 => 4,
+            Elem::F32 | Elem::U32 => 4,
             Elem::F16 => 2,
         }
     }
@@ -60,9 +83,13 @@ pub struct Spec {
     /// The kernel's name; its variants (`name@...`) share the spec.
     pub kernel: &'static str,
     pub op: Op,
-    /// The element type of every input view (inputs are drawn as f32 and rounded to it).
+    /// The element type of the input views (inputs are drawn as f32 and rounded to it), but for
+    /// token ids ([`Spec::input_elem`]).
     pub input: Elem,
     pub out: Elem,
+    /// The last input is a weight matrix stored as raw GGUF blocks of this type (u32 words);
+    /// its values are drawn as f32 and quantized by models/src/quant.
+    pub weight: Option<GgmlType>,
 }
 
 pub const SPECS: &[Spec] = &[
@@ -76,6 +103,22 @@ pub const SPECS: &[Spec] = &[
     spec("gemm_simt", Op::Gemm, Elem::F32, Elem::F32),
     // f16 x f16 -> f32 on the tensor cores; its 16-byte copies need K % 8 == 0.
     spec("gemm_f16", Op::Gemm, Elem::F16, Elem::F32),
+    quant("dequant_q4k", Op::Dequant, GgmlType::Q4_K, Elem::F16),
+    quant("dequant_q6k", Op::Dequant, GgmlType::Q6_K, Elem::F16),
+    quant("dequant_q8_0", Op::Dequant, GgmlType::Q8_0, Elem::F16),
+    quant("dequant_q5_0", Op::Dequant, GgmlType::Q5_0, Elem::F16),
+    quant("matvec_q4k", Op::Matvec, GgmlType::Q4_K, Elem::F32),
+    quant("matvec_q6k", Op::Matvec, GgmlType::Q6_K, Elem::F32),
+    quant("matvec_q8_0", Op::Matvec, GgmlType::Q8_0, Elem::F32),
+    quant("matvec_q5_0", Op::Matvec, GgmlType::Q5_0, Elem::F32),
+    spec("attention_f32", Op::Attention, Elem::F32, Elem::F32),
+    spec("rope_f32", Op::Rope, Elem::F32, Elem::F32),
+    // An f16 table, then u32 token ids.
+    spec("embed_f16", Op::Embed, Elem::F16, Elem::F32),
+    spec("copy_f32", Op::Copy, Elem::F32, Elem::F32),
+    spec("add_bias_f32", Op::AddBias, Elem::F32, Elem::F32),
+    spec("scale_f32", Op::Scale, Elem::F32, Elem::F32),
+    spec("softcap_f32", Op::Softcap, Elem::F32, Elem::F32),
 ];
 
 const fn spec(kernel: &'static str, op: Op, input: Elem, out: Elem) -> Spec {
@@ -84,6 +127,18 @@ const fn spec(kernel: &'static str, op: Op, input: Elem, out: Elem) -> Spec {
         op,
         input,
         out,
+        weight: None,
+    }
+}
+
+/// A kernel whose last input is a `ty` weight matrix; the other inputs are f32.
+const fn quant(kernel: &'static str, op: Op, ty: GgmlType, out: Elem) -> Spec {
+    Spec {
+        kernel,
+        op,
+        input: Elem::F32,
+        out,
+        weight: Some(ty),
     }
 }
 
@@ -94,6 +149,20 @@ pub fn spec_for(name: &str) -> Option<&'static Spec> {
 }
 
 pub const RMS_EPS: f32 = 1e-5;
+
+/// `scale_f32`'s factor: not a power of two, so the product rounds.
+pub const SCALE: f32 = 0.3;
+
+/// `softcap_f32`'s cap, Gemma 2's final-logit one; its inputs reach well into the saturation.
+pub const SOFTCAP: f32 = 30.0;
+
+/// The rope tables' base frequency and first position (as in a decode deep into a context, so
+/// the angles are not all small).
+pub const ROPE_BASE: f32 = 10_000.0;
+pub const ROPE_START: usize = 1000;
+
+/// The attention kernel's widest head (its `D_MAX`).
+pub const ATTENTION_MAX_HEAD_DIM: usize = 512;
 
 /// The GEMM shapes of ../shared/ANCHORS.md as T x N x K (N x K is the weight, m x k there).
 const ANCHOR_GEMMS: &[&[usize]] = &[
@@ -111,7 +180,19 @@ impl Spec {
         match self.op {
             Op::RmsNorm | Op::Softmax => &["rows", "cols"],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &["n"],
-            Op::Gemm => &["T", "N", "K"],
+            Op::Gemm | Op::Matvec => &["T", "N", "K"],
+            Op::Dequant => &["N", "K"],
+            // T new tokens at positions n_kv - T.. against n_kv cached keys; window and softcap
+            // 0 are none.
+            Op::Attention => &[
+                "heads", "kv_heads", "dk", "dv", "T", "n_kv", "window", "softcap",
+            ],
+            // n_rot of head_dim dimensions rotated; neox 1 pairs (i, i + n_rot / 2), 0 (2i, 2i + 1).
+            Op::Rope => &["heads", "T", "head_dim", "n_rot", "neox"],
+            Op::Embed => &["vocab", "T", "cols"],
+            Op::Copy => &["x_off", "y_off", "n"],
+            Op::AddBias => &["rows", "cols"],
+            Op::Scale | Op::Softcap => &["n"],
         }
     }
 
@@ -140,6 +221,101 @@ impl Spec {
                 &[128, 4096, 4096],
                 &[64, 1024, 14336],
             ],
+            // Ragged N; K = 544 and 800 are whole 32-blocks only (Q8_0, Q5_0).
+            Op::Dequant => &[
+                &[37, 512],
+                &[3, 256],
+                &[3, 544],
+                &[4096, 14336],
+                &[14336, 4096],
+                &[1001, 800],
+            ],
+            Op::Matvec => &[
+                &[1, 37, 512],
+                &[3, 5, 256],
+                &[3, 5, 544],
+                &[1, 4096, 14336],
+                &[2, 4096, 14336],
+                &[4, 4096, 14336],
+                &[8, 4096, 14336],
+                &[1, 14336, 4096],
+                &[8, 14336, 4096],
+                &[1, 4096, 4096],
+                &[5, 1001, 768],
+            ],
+            Op::Attention => &[
+                // Ragged heads (dv over two warps' worth of lanes), prefill from scratch.
+                &[2, 1, 33, 65, 3, 3, 0, 0],
+                &[4, 2, 40, 24, 5, 8, 4, 20],
+                // Llama 3 8B: prefill, decode, and a prefill chunk after a cached prefix.
+                &[32, 8, 128, 128, 512, 512, 0, 0],
+                &[32, 8, 128, 128, 1, 512, 0, 0],
+                &[32, 8, 128, 128, 77, 333, 0, 0],
+                // Gemma 2 9B: sliding window and soft-capping.
+                &[16, 8, 256, 256, 512, 512, 256, 50],
+                // One KV head, decode in a window; the widest heads (Gemma 4 global layers).
+                &[8, 1, 256, 256, 1, 4096, 1024, 0],
+                &[8, 2, 512, 512, 3, 300, 0, 0],
+            ],
+            Op::Rope => &[
+                &[1, 1, 2, 2, 1],
+                &[3, 4, 24, 16, 1],
+                &[8, 3, 100, 40, 0],
+                &[32, 512, 128, 128, 0],
+                &[32, 512, 128, 128, 1],
+                &[16, 512, 256, 256, 1],
+                &[32, 1, 128, 64, 1],
+            ],
+            Op::Embed => &[
+                &[7, 1, 1],
+                &[7, 4, 300],
+                &[32000, 512, 4096],
+                &[49152, 1, 576],
+            ],
+            Op::Copy => &[
+                &[0, 0, 1],
+                &[100, 50, 300],
+                &[3, 5, 1_000_003],
+                // KV cache appends (8 KV heads of 128) in prefill and decode; a last row.
+                &[0, 0, 512 * 1024],
+                &[0, 4000 * 1024, 1024],
+                &[511 * 4096, 0, 4096],
+            ],
+            Op::AddBias => &[&[1, 1], &[37, 1000], &[512, 4096], &[3, 151_936]],
+            Op::Scale | Op::Softcap => &[&[1], &[1000], &[1_000_003], &[1 << 24]],
+        }
+    }
+
+    /// Small shapes for the CPU interpreter (the tests'), which runs every thread of every block.
+    #[cfg(test)]
+    pub fn interp_shapes(&self) -> &'static [&'static [usize]] {
+        match self.op {
+            Op::RmsNorm => &[&[1, 1], &[3, 100], &[2, 600]],
+            Op::Softmax => &[&[3, 1], &[4, 77], &[2, 700]],
+            Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => {
+                &[&[1], &[1000]]
+            }
+            Op::Gemm => &[&[1, 1, 1], &[17, 33, 5], &[17, 33, 8], &[67, 131, 40]],
+            // K = 96 only for the 32-weight blocks.
+            Op::Dequant => &[&[37, 512], &[3, 96]],
+            Op::Matvec => &[&[1, 37, 512], &[8, 9, 256], &[3, 5, 96]],
+            // Prefill after a cached prefix with window and cap, prefill from scratch, decode.
+            Op::Attention => &[
+                &[4, 2, 40, 24, 5, 8, 4, 20],
+                &[4, 2, 40, 24, 6, 6, 0, 0],
+                &[4, 2, 40, 24, 1, 10, 3, 0],
+                &[2, 1, 33, 65, 3, 3, 0, 0],
+            ],
+            // Partial rotation both ways, an odd unrotated tail, more dimensions than threads.
+            Op::Rope => &[
+                &[3, 4, 24, 16, 0],
+                &[3, 4, 24, 16, 1],
+                &[2, 2, 71, 70, 0],
+                &[1, 2, 300, 260, 1],
+            ],
+            Op::Embed => &[&[7, 4, 300], &[5, 1, 1]],
+            Op::Copy => &[&[0, 0, 1], &[100, 50, 300]],
+            Op::AddBias => &[&[1, 1], &[3, 200]],
         }
     }
 
@@ -152,19 +328,50 @@ impl Spec {
             // Residual at T = 512, feed-forward activations at T = 2048.
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &[&[512 * 4096], &[2048 * 14336]],
             Op::Gemm => ANCHOR_GEMMS,
+            // The anchor weights, decoded (T = 1) and at the matvec's widest batch (T = 8).
+            Op::Matvec => &[
+                &[1, 4096, 14336],
+                &[8, 4096, 14336],
+                &[1, 14336, 4096],
+                &[8, 14336, 4096],
+                &[1, 4096, 4096],
+            ],
+            Op::Dequant => &[&[4096, 14336], &[14336, 4096]],
+            Op::Attention => &[
+                &[32, 8, 128, 128, 512, 512, 0, 0],
+                &[32, 8, 128, 128, 1, 2048, 0, 0],
+            ],
+            Op::Rope => &[&[32, 512, 128, 128, 1], &[32, 2048, 128, 128, 1]],
+            Op::Embed => &[&[32000, 512, 4096], &[32000, 2048, 4096]],
+            // KV cache appends.
+            Op::Copy => &[&[0, 0, 512 * 1024], &[0, 0, 2048 * 1024]],
+            Op::AddBias => &[&[512, 4096], &[2048, 4096]],
+            Op::Scale | Op::Softcap => &[&[512 * 4096], &[2048 * 14336]],
         }
     }
 
     /// Whether the kernel handles a shape: f16 GEMMs copy K in 16-byte chunks, so they need K
     /// to be a multiple of 8.
+    /// Quantized weights need K to be a whole number of blocks.
     pub fn accepts(&self, s: &Shape) -> bool {
+        if let Some(ty) = self.weight {
+            return s.0[s.0.len() - 1].is_multiple_of(ty.block_size());
+        }
+        let d = &s.0;
         match (self.op, self.input) {
-            (Op::Gemm, Elem::F16) => s.0[2].is_multiple_of(8),
+            (Op::Gemm, Elem::F16) => d[2].is_multiple_of(8),
+            (Op::Attention, _) => {
+                d[0].is_multiple_of(d[1])
+                    && d[2].max(d[3]) <= ATTENTION_MAX_HEAD_DIM
+                    && d[4] <= d[5]
+            }
+            (Op::Rope, _) => d[3].is_multiple_of(2) && d[3] <= d[2] && d[4] <= 1,
             _ => true,
         }
     }
 
-    /// The input buffers, in argument order: (length, magnitude of the random values).
+    /// The input buffers, in argument order: (length, magnitude of the random values; for token
+    /// ids, the vocabulary size).
     pub fn inputs(&self, s: &Shape) -> Vec<(usize, f32)> {
         let d = &s.0;
         match self.op {
@@ -175,25 +382,106 @@ impl Spec {
             Op::SiluMul | Op::GeluMul => vec![(d[0], 4.0), (d[0], 1.0)],
             // Values across many f16 exponents.
             Op::ToF16 => vec![(d[0], 100.0)],
-            Op::Gemm => vec![(d[0] * d[2], 1.0), (d[1] * d[2], 1.0)],
+            Op::Gemm | Op::Matvec => vec![(d[0] * d[2], 1.0), (d[1] * d[2], 1.0)],
+            Op::Dequant => vec![(d[0] * d[1], 1.0)],
+            // Queries larger than keys, so that the softmax is not flat.
+            Op::Attention => vec![
+                (d[4] * d[0] * d[2], 4.0),
+                (d[5] * d[1] * d[2], 1.0),
+                (d[5] * d[1] * d[3], 1.0),
+            ],
+            // x, then sin and cos ([`Spec::fill_tables`] overwrites them).
+            Op::Rope => vec![
+                (d[1] * d[0] * d[2], 1.0),
+                (d[1] * d[3] / 2, 1.0),
+                (d[1] * d[3] / 2, 1.0),
+            ],
+            Op::Embed => vec![(d[0] * d[2], 1.0), (d[1], d[0] as f32)],
+            Op::Copy => vec![(d[0] + d[2], 1.0)],
+            Op::AddBias => vec![(d[0] * d[1], 1.0), (d[1], 1.0)],
+            Op::Scale => vec![(d[0], 1.0)],
+            Op::Softcap => vec![(d[0], 100.0)],
         }
+    }
+
+    /// The element type of input `i`: the quantized weight aside (see `weight`), `input` but for
+    /// the embedding's token ids.
+    pub fn input_elem(&self, i: usize) -> Elem {
+        match (self.op, i) {
+            (Op::Embed, 1) => Elem::U32,
+            _ => self.input,
+        }
+    }
+
+    /// Overwrites the inputs that are not random: rope's sin and cos tables, for positions
+    /// `ROPE_START..` as the GPU backend computes them.
+    pub fn fill_tables(&self, s: &Shape, inputs: &mut [Vec<f32>]) {
+        if self.op != Op::Rope {
+            return;
+        }
+        let (n_tokens, n_rot, neox) = (s.0[1], s.0[3], s.0[4]);
+        let style = if neox == 1 {
+            RopeStyle::Neox
+        } else {
+            RopeStyle::Normal
+        };
+        let table = RopeTable::new(style, n_rot, ROPE_BASE, 1.0, None);
+        let (sin, cos): (Vec<Vec<f32>>, Vec<Vec<f32>>) = (ROPE_START..ROPE_START + n_tokens)
+            .map(|p| table.sin_cos(p))
+            .unzip();
+        inputs[1] = sin.concat();
+        inputs[2] = cos.concat();
     }
 
     pub fn output_len(&self, s: &Shape) -> usize {
         let d = &s.0;
         match self.op {
-            Op::RmsNorm | Op::Softmax => d[0] * d[1],
-            Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => d[0],
-            Op::Gemm => d[0] * d[1],
+            Op::RmsNorm | Op::Softmax | Op::AddBias => d[0] * d[1],
+            Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => d[0],
+            Op::Gemm | Op::Matvec | Op::Dequant => d[0] * d[1],
+            Op::Attention => d[4] * d[0] * d[3],
+            Op::Rope => d[1] * d[0] * d[2],
+            Op::Embed => d[1] * d[2],
+            Op::Copy => d[1] + d[2],
         }
     }
 
-    /// The scalar arguments after the output: the shape (as u32), and eps for the norms.
+    /// The scalar arguments after the output: the shape (as u32), and eps for the norms; the
+    /// kernels around the model graph take theirs in their own order.
     pub fn scalars(&self, s: &Shape) -> Vec<ScalarValue> {
-        let mut scalars: Vec<ScalarValue> =
-            s.0.iter().map(|&d| ScalarValue::U32(d as u32)).collect();
-        if self.op == Op::RmsNorm {
-            scalars.push(ScalarValue::F32(RMS_EPS));
+        let d = &s.0;
+        let u32s = |v: &[usize]| {
+            v.iter()
+                .map(|&x| ScalarValue::U32(x as u32))
+                .collect::<Vec<_>>()
+        };
+        let mut scalars = match self.op {
+            Op::Attention => {
+                let (p, start) = attention_params(s);
+                let mut a = u32s(&[
+                    p.n_head,
+                    p.n_head_kv,
+                    p.head_dim_k,
+                    p.head_dim_v,
+                    d[4],
+                    start,
+                ]);
+                a.push(ScalarValue::U32(p.window.unwrap_or(0) as u32));
+                a.push(ScalarValue::F32(p.scale));
+                a.push(ScalarValue::F32(p.softcap.unwrap_or(0.0)));
+                return a;
+            }
+            Op::Rope => u32s(&[d[0], d[1], d[2], d[3] / 2, d[4]]),
+            Op::Embed => u32s(&[d[1], d[2]]),
+            Op::AddBias => u32s(&[d[0] * d[1], d[1]]),
+            Op::Scale => vec![ScalarValue::F32(SCALE), ScalarValue::U32(d[0] as u32)],
+            Op::Softcap => vec![ScalarValue::F32(SOFTCAP), ScalarValue::U32(d[0] as u32)],
+            _ => u32s(d),
+        };
+        match self.op {
+            Op::RmsNorm => scalars.push(ScalarValue::F32(RMS_EPS)),
+            Op::Embed => scalars.push(ScalarValue::F32(embed_scale(d[2]))),
+            _ => {}
         }
         scalars
     }
@@ -213,38 +501,94 @@ impl Spec {
             }
             Op::ToF16 => inputs[0].iter().map(|&v| f64::from(v)).collect(),
             Op::Gemm => reference::gemm_xwt(&inputs[0], &inputs[1], d[1], d[2]),
+            Op::Dequant => reference::dequantized(self.weight_type(), &inputs[0])
+                .into_iter()
+                .map(f64::from)
+                .collect(),
+            Op::Matvec => {
+                let w = reference::dequantized(self.weight_type(), &inputs[1]);
+                reference::gemm_xwt(&inputs[0], &w, d[1], d[2])
+            }
+            Op::Attention => {
+                let (p, start) = attention_params(s);
+                reference::attention(&inputs[0], &inputs[1], &inputs[2], start, &p)
+            }
+            Op::Rope => reference::rope(&inputs[0], &inputs[1], &inputs[2], d[0], d[2], d[4] == 1),
+            Op::Embed => {
+                reference::embed(&inputs[0], &inputs[1], d[2], f64::from(embed_scale(d[2])))
+            }
+            // NaN: elements before y_off, which the kernel must leave alone.
+            Op::Copy => std::iter::repeat_n(f64::NAN, d[1])
+                .chain(inputs[0][d[0]..].iter().map(|&v| f64::from(v)))
+                .collect(),
+            Op::AddBias => inputs[0]
+                .chunks(d[1])
+                .flat_map(|row| reference::zip_map(row, &inputs[1], |a, b| a + b))
+                .collect(),
+            Op::Scale => inputs[0]
+                .iter()
+                .map(|&v| f64::from(v) * f64::from(SCALE))
+                .collect(),
+            Op::Softcap => inputs[0]
+                .iter()
+                .map(|&v| reference::softcap(f64::from(v), f64::from(SOFTCAP)))
+                .collect(),
         }
     }
 
-    /// The largest acceptable error, relative to the largest reference magnitude.
-    pub fn tolerance(&self) -> f64 {
+    /// The largest acceptable error at a shape, relative to the largest reference magnitude.
+    pub fn tolerance(&self, s: &Shape) -> f64 {
         match (self.out, self.op) {
             // Rounding to f16 alone costs up to 2^-11 of the value.
             (Elem::F16, _) => 1e-3,
-            // One correctly rounded f32 operation.
-            (Elem::F32, Op::Add) => 1e-6,
+            // One correctly rounded f32 operation (none for a copy).
+            (Elem::F32, Op::Add | Op::AddBias | Op::Scale | Op::Embed | Op::Copy) => 1e-6,
+            // Two products and a sum.
+            (Elem::F32, Op::Rope) => 1e-6,
+            // tanh.approx.f32 is good to 2^-10.7 of the value.
+            (Elem::F32, Op::Softcap) => 1e-3,
+            // The same on every capped score, before the exponential: its error scales with the
+            // score (see the attention inputs).
+            (Elem::F32, Op::Attention) if s.0[7] > 0 => 4e-3,
             // Tensor cores add each k-step's products with truncation, not one rounding.
             (Elem::F32, Op::Gemm) if self.input == Elem::F16 => 1e-4,
             // f32 reductions, fast exp, and K-long f32 sums.
             (Elem::F32, _) => 1e-5,
+            (Elem::U32, _) => unreachable!("no kernel writes u32 outputs"),
         }
     }
 
     pub fn cost(&self, s: &Shape) -> Cost {
         let d = &s.0;
-        let out = match self.out {
-            Elem::F32 => 4.0,
-            Elem::F16 => 2.0,
-        };
-        if self.op == Op::Gemm {
-            return Cost::Flops(2.0 * d[0] as f64 * d[1] as f64 * d[2] as f64);
+        let out = self.out.size() as f64 * self.output_len(s) as f64;
+        match self.op {
+            Op::Gemm => Cost::Flops(2.0 * d[0] as f64 * d[1] as f64 * d[2] as f64),
+            // Only the gathered rows of the table are read.
+            Op::Embed => Cost::Bytes((d[1] * (d[2] * 2 + 4)) as f64 + out),
+            // n elements each way; the rest of x and y is not touched.
+            Op::Copy => Cost::Bytes(8.0 * d[2] as f64),
+            _ => Cost::Bytes(self.input_bytes(s) as f64 + out),
         }
-        let read: usize = self
-            .inputs(s)
+    }
+
+    /// The bytes of all inputs on the device (quantized weights at their GGUF size).
+    pub fn input_bytes(&self, s: &Shape) -> usize {
+        let inputs = self.inputs(s);
+        let last = inputs.len() - 1;
+        inputs
             .iter()
-            .map(|&(len, _)| self.input.size() * len)
-            .sum();
-        Cost::Bytes(read as f64 + out * self.output_len(s) as f64)
+            .enumerate()
+            .map(|(i, &(len, _))| match self.weight {
+                Some(ty) if i == last => len / ty.block_size() * ty.type_size(),
+                _ => self.input_elem(i).size() * len,
+            })
+            .sum()
+    }
+
+    /// The weight type of a kernel that takes quantized weights.
+    pub fn weight_type(&self) -> GgmlType {
+        self.weight
+            .unwrap_or_else(|| panic!("`{}` takes no quantized weights", self.kernel))
     }
 
     pub fn baseline(&self) -> Baseline {
@@ -283,7 +627,30 @@ impl Spec {
     }
 }
 
-/// A kernel's problem size, written `512x4096x4096`; each dimension fits a u32 and is positive.
+/// `attention_f32`'s parameters at a shape, and the position of its first query: the usual
+/// `1 / sqrt(dk)` scale.
+pub fn attention_params(s: &Shape) -> (AttentionParams, usize) {
+    let d = &s.0;
+    let p = AttentionParams {
+        n_head: d[0],
+        n_head_kv: d[1],
+        head_dim_k: d[2],
+        head_dim_v: d[3],
+        scale: (1.0 / (d[2] as f64).sqrt()) as f32,
+        window: (d[6] > 0).then_some(d[6]),
+        softcap: (d[7] > 0).then_some(d[7] as f32),
+    };
+    (p, d[5] - d[4])
+}
+
+/// `embed_f16`'s scale: Gemma's `sqrt(cols)`, which rounds.
+fn embed_scale(cols: usize) -> f32 {
+    (cols as f64).sqrt() as f32
+}
+
+/// A kernel's problem size, written `512x4096x4096`; each dimension fits a u32. Parsed ones are
+/// positive; a spec's own shapes also use 0 for an option that is off (attention's window and
+/// softcap, rope's neox) and for zero offsets (copy).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Shape(pub Vec<usize>);
 
@@ -330,24 +697,36 @@ mod tests {
         max_shared_per_block_optin: 227 * 1024,
     };
 
+    fn dtype(elem: Elem) -> DType {
+        match elem {
+            Elem::F32 => DType::F32,
+            Elem::F16 => DType::F16,
+            Elem::U32 => DType::U32,
+        }
+    }
+
     fn arg_descs(spec: &Spec, shape: &Shape) -> Vec<ArgDesc> {
-        let mut args: Vec<ArgDesc> = spec
-            .inputs(shape)
+        let inputs = spec.inputs(shape);
+        let last = inputs.len() - 1;
+        let mut args: Vec<ArgDesc> = inputs
             .iter()
-            .map(|&(len, _)| ArgDesc::Buffer {
-                elem: match spec.input {
-                    Elem::F32 => DType::F32,
-                    Elem::F16 => DType::F16,
+            .enumerate()
+            .map(|(i, &(len, _))| match spec.weight {
+                // Quantized weights travel as u32 words.
+                Some(ty) if i == last => ArgDesc::Buffer {
+                    elem: DType::U32,
+                    len: (len / ty.block_size() * ty.type_size()).div_ceil(4),
+                    mutable: false,
                 },
-                len,
-                mutable: false,
+                _ => ArgDesc::Buffer {
+                    elem: dtype(spec.input_elem(i)),
+                    len,
+                    mutable: false,
+                },
             })
             .collect();
         args.push(ArgDesc::Buffer {
-            elem: match spec.out {
-                Elem::F32 => DType::F32,
-                Elem::F16 => DType::F16,
-            },
+            elem: dtype(spec.out),
             len: spec.output_len(shape),
             mutable: true,
         });
@@ -368,7 +747,7 @@ mod tests {
                 });
                 let sig = parse_manifest(entry).unwrap();
                 let shapes = spec.selftest_shapes().iter().chain(spec.bench_shapes());
-                for dims in shapes {
+                for dims in shapes.chain(spec.interp_shapes()) {
                     let shape = Shape(dims.to_vec());
                     assert_eq!(shape.0.len(), spec.dims().len(), "{}", entry.name);
                     let plan = plan_launch(&sig, &arg_descs(spec, &shape), Grid::Auto, &LIMITS);
@@ -467,7 +846,9 @@ mod tests {
                 .collect();
             let want = spec.reference(&shape, &inputs);
             assert_eq!(want.len(), spec.output_len(&shape), "{}", spec.kernel);
-            assert!(want.iter().all(|v| v.is_finite()), "{}", spec.kernel);
+            // NaN marks elements the kernel must not write.
+            assert!(want.iter().all(|v| !v.is_infinite()), "{}", spec.kernel);
+            assert!(want.iter().any(|v| v.is_finite()), "{}", spec.kernel);
         }
     }
 }
