@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds a CPU-only llama.cpp reference (as llama-cpp-python) used to produce golden
-# token ids and logits for the models/ tests. Everything lands in /work/.cache (outside
-# the repo); re-running is cheap once the build exists.
+# token ids and logits for the models/ tests. Everything lands in $ZINC_CACHE (default
+# .cache/ in the repository, gitignored); re-running is cheap once the build exists.
 #
 # Result: a virtualenv whose python can `import llama_cpp` (and `gguf`):
-#   $LLAMA_VENV/bin/python   (default /work/.cache/llama-venv)
+#   $LLAMA_VENV/bin/python   (default $ZINC_CACHE/llama-venv)
 # and llama.cpp's sources, whose models/ggml-vocab-*.gguf the tokenizer tests read.
 #
 #   scripts/build-llama-cpp.sh                # build (10-20 minutes on 2 cores)
-#   scripts/build-llama-cpp.sh --sdist-only   # only fetch and unpack the sources
+#   scripts/build-llama-cpp.sh --sdist-only   # only fetch and unpack the sources (~15 s)
 #
 # Note: on CPUs with AMX, evaluate with weight repacking off (model param use_extra_bufts=False,
 # as models/tests/data/gen_gemma3_logits.py does); the AMX kernels crash where the kernel does
@@ -19,7 +19,8 @@ SDIST_ONLY=false
 [ "${1:-}" = "--sdist-only" ] && SDIST_ONLY=true
 
 VERSION=0.3.36
-CACHE=${ZINC_CACHE:-/work/.cache}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${ZINC_CACHE:-$ROOT/.cache}
 SDIST_DIR=$CACHE/llama-sdist
 VENV=${LLAMA_VENV:-$CACHE/llama-venv}
 PY=$VENV/bin/python
@@ -39,23 +40,14 @@ if ! $SDIST_ONLY && have_build; then
 fi
 
 mkdir -p "$SDIST_DIR"
-if [ ! -x "$PY" ]; then
-    python3 -m venv "$VENV"
+SDIST=$SDIST_DIR/llama_cpp_python-$VERSION.tar.gz
+if [ ! -f "$SDIST" ]; then
+    # Only llama-cpp-python from source: pip still prepares its metadata, which takes its build
+    # backend (scikit-build-core, cmake and ninja wheels) in a throwaway environment, but
+    # compiles nothing.
+    python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python \
+        "llama-cpp-python==$VERSION" -d "$SDIST_DIR"
 fi
-# Build backend and tools for --no-build-isolation, plus what the golden scripts import.
-"$PY" -m pip install --quiet --upgrade pip
-"$PY" -m pip install --quiet scikit-build-core cmake numpy gguf typing-extensions diskcache jinja2
-
-SDIST=$(ls "$SDIST_DIR"/llama_cpp_python-"$VERSION".tar.gz 2>/dev/null || true)
-if [ -z "$SDIST" ]; then
-    # Building metadata for the sdist needs scikit-build-core, hence the venv's pip.
-    "$PY" -m pip download --no-deps --no-binary :all: --no-build-isolation \
-        "llama-cpp-python==$VERSION" -d "$SDIST_DIR" ||
-        "$PY" -m pip download --no-deps --no-binary :all: \
-            "llama-cpp-python==$VERSION" -d "$SDIST_DIR"
-    SDIST=$(ls "$SDIST_DIR"/llama_cpp_python-"$VERSION".tar.gz)
-fi
-
 # Keep an extracted copy: its vendor/llama.cpp sources are the reference we read.
 if [ ! -d "$SRC" ]; then
     tar -xzf "$SDIST" -C "$SDIST_DIR"
@@ -64,6 +56,13 @@ if $SDIST_ONLY; then
     echo "llama.cpp sources: $SRC/vendor/llama.cpp"
     exit 0
 fi
+
+if [ ! -x "$PY" ]; then
+    python3 -m venv "$VENV"
+fi
+# Build backend and tools for --no-build-isolation, plus what the golden scripts import.
+"$PY" -m pip install --quiet --upgrade pip
+"$PY" -m pip install --quiet scikit-build-core cmake numpy gguf typing-extensions diskcache jinja2
 
 # CPU only, no examples/tools/multimodal: the Python API is all the golden scripts need.
 export CMAKE_ARGS="-DGGML_CUDA=OFF -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \

@@ -3,6 +3,9 @@
 //! logits must match llama.cpp's (models and logits from data/gen_tiny_models.py and
 //! data/gen_tiny_gemma4.py).
 
+mod common;
+
+use common::{ids, max_abs_diff};
 use zinc_models::forward::{Model, ModelError};
 use zinc_models::gguf::{write, Gguf, TensorSpec, Value};
 use zinc_models::quant::{quantize_row, GgmlType};
@@ -118,14 +121,6 @@ fn tokens() -> Vec<u32> {
     vec![1, 7, 42, 3, 3, 19, 0, 49, 25, 11, 8, 30]
 }
 
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
-}
-
 #[test]
 fn prefill_matches_decode_for_every_arch_and_type() {
     for arch in ["gemma3", "llama", "qwen3"] {
@@ -162,14 +157,8 @@ fn prefill_matches_decode_for_every_arch_and_type() {
 /// `data/tiny/{model}.gguf`. Returns the tokens and each loaded model, whose cache holds them.
 fn check_against_llama_cpp(golden: &str, models: &[(&str, f32)]) -> (Vec<u32>, Vec<Model>) {
     let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    let golden: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(data.join(golden)).unwrap()).unwrap();
-    let tokens: Vec<u32> = golden["tokens"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap() as u32)
-        .collect();
+    let golden = common::golden(golden);
+    let tokens = ids(&golden["tokens"]);
     let mut loaded = Vec::new();
     for &(name, tol) in models {
         let mut model = Model::load(data.join(format!("tiny/{name}.gguf"))).unwrap();

@@ -12,90 +12,18 @@
 //! further apart than the tolerance. Prints "skipped: ..." without the model file unless
 //! ZINC_FETCH_MODELS=1 lets it fetch. About 50 s in a debug build, 3 s in release.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-use serde_json::Value;
+use common::{compare_top, gemma3_270m, golden, ids};
 use zinc_models::forward::Model;
 use zinc_models::sampler::argmax;
 
 const F32_TOLERANCE: f32 = 1e-2;
 const Q8_TOLERANCE: f32 = 0.75;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The model, fetched when ZINC_FETCH_MODELS=1; `None` (after saying why) when it is absent.
-fn model_path() -> Option<PathBuf> {
-    let path = root().join(".models/gemma-3-270m-q4_k_m.gguf");
-    if !path.exists() && std::env::var("ZINC_FETCH_MODELS").as_deref() == Ok("1") {
-        let status = Command::new("bash")
-            .arg("scripts/fetch-gemma3-270m.sh")
-            .current_dir(root())
-            .status()
-            .expect("cannot run scripts/fetch-gemma3-270m.sh");
-        assert!(status.success(), "scripts/fetch-gemma3-270m.sh failed");
-    }
-    if path.exists() {
-        Some(path)
-    } else {
-        println!(
-            "skipped: {} is absent (ZINC_FETCH_MODELS=1 fetches it)",
-            path.display()
-        );
-        None
-    }
-}
-
-fn golden(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name);
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap() as u32)
-        .collect()
-}
-
-/// Checks `logits` against llama.cpp's `[[id, logit], ...]` (best first): every listed logit
-/// within `tol`, and the same argmax unless llama.cpp's top two are within `tol` of each other.
-/// Returns the largest difference.
-fn compare(what: &str, logits: &[f32], top: &Value, tol: f32) -> f32 {
-    let top = top.as_array().unwrap();
-    let mut max_diff = 0f32;
-    for entry in top {
-        let (id, expected) = (
-            entry[0].as_u64().unwrap() as usize,
-            entry[1].as_f64().unwrap() as f32,
-        );
-        let diff = (logits[id] - expected).abs();
-        assert!(
-            diff < tol,
-            "{what}: token {id} logit {} vs llama.cpp {expected}",
-            logits[id]
-        );
-        max_diff = max_diff.max(diff);
-    }
-    let gap = top[0][1].as_f64().unwrap() - top[1][1].as_f64().unwrap();
-    if gap > f64::from(tol) {
-        assert_eq!(
-            argmax(logits) as u64,
-            top[0][0].as_u64().unwrap(),
-            "{what}: argmax"
-        );
-    }
-    max_diff
-}
-
 #[test]
 fn gemma3_270m_matches_llama_cpp() {
-    let Some(path) = model_path() else { return };
+    let Some(path) = gemma3_270m() else { return };
     let (f32_golden, q8_golden) = (
         golden("gemma3_270m_f32_golden.json"),
         golden("gemma3_270m_golden.json"),
@@ -114,13 +42,13 @@ fn gemma3_270m_matches_llama_cpp() {
     let (mut f32_diff, mut q8_diff) = (0f32, 0f32);
     for (i, row) in rows.iter().enumerate() {
         let what = format!("prompt position {i}");
-        f32_diff = f32_diff.max(compare(
+        f32_diff = f32_diff.max(compare_top(
             &what,
             row,
             &f32_golden["top5_per_position"][i],
             F32_TOLERANCE,
         ));
-        q8_diff = q8_diff.max(compare(
+        q8_diff = q8_diff.max(compare_top(
             &what,
             row,
             &q8_golden["top5_per_position"][i],
@@ -128,13 +56,13 @@ fn gemma3_270m_matches_llama_cpp() {
         ));
     }
     let last = rows[rows.len() - 1];
-    f32_diff = f32_diff.max(compare(
+    f32_diff = f32_diff.max(compare_top(
         "last position",
         last,
         &f32_golden["last_top20"],
         F32_TOLERANCE,
     ));
-    q8_diff = q8_diff.max(compare(
+    q8_diff = q8_diff.max(compare_top(
         "last position",
         last,
         &q8_golden["last_top20"],
@@ -147,7 +75,7 @@ fn gemma3_270m_matches_llama_cpp() {
         assert_eq!(next, expected, "greedy token {step}");
         let logits = model.forward(&[next], model.position()).unwrap();
         let what = format!("greedy step {step}");
-        f32_diff = f32_diff.max(compare(
+        f32_diff = f32_diff.max(compare_top(
             &what,
             &logits,
             &f32_golden["top5_per_greedy_step"][step],

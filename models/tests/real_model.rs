@@ -5,47 +5,16 @@
 //! Otherwise the test prints why it skipped and passes. Debug builds dequantize the 268M weights
 //! slowly; `cargo test --release -p zinc-models --test real_model` is quicker.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
 use zinc_models::gguf::Gguf;
 use zinc_models::summary::summary;
 
-const MODEL: &str = "gemma-3-270m-q4_k_m.gguf";
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// The model path, fetching it if allowed; `None` (after saying why) when it is unavailable.
-fn model_path() -> Option<PathBuf> {
-    let root = workspace_root();
-    let path = root.join(".models").join(MODEL);
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var("ZINC_FETCH_MODELS").as_deref() != Ok("1") {
-        eprintln!(
-            "skipped: {} is absent; run scripts/fetch-gemma3-270m.sh or set ZINC_FETCH_MODELS=1",
-            path.display()
-        );
-        return None;
-    }
-    let script = root.join("scripts/fetch-gemma3-270m.sh");
-    let status = Command::new("bash")
-        .arg(&script)
-        .status()
-        .expect("running the fetch script");
-    assert!(status.success(), "{} failed: {status}", script.display());
-    Some(path)
-}
-
 #[test]
 fn gemma3_270m_parses_and_dequantizes() {
-    let Some(path) = model_path() else { return };
+    let Some(path) = common::gemma3_270m() else {
+        return;
+    };
     let g = Gguf::open(&path).unwrap();
     assert_eq!(g.architecture().unwrap(), "gemma3");
     let arch = |key: &str| g.get_u32(&g.arch_key(key).unwrap()).unwrap() as u64;

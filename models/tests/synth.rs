@@ -70,38 +70,8 @@ fn same_seed_same_bytes() {
     assert_ne!(a, write(&synth, 8));
 }
 
-/// Builds zinc's tokenizer from a file's `tokenizer.ggml.*` metadata.
 fn tokenizer(gguf: &Gguf) -> Tokenizer {
-    let key = |k: &str| format!("tokenizer.ggml.{k}");
-    let opt_u32 = |k: &str| gguf.get_opt::<u32>(&key(k)).unwrap();
-    let opt_bool = |k: &str| gguf.get_opt::<bool>(&key(k)).unwrap();
-    let vocab = Vocab {
-        model: gguf.get_str(&key("model")).unwrap().to_owned(),
-        pre: gguf
-            .get_opt::<&str>(&key("pre"))
-            .unwrap()
-            .map(str::to_owned),
-        tokens: gguf.get_str_array(&key("tokens")).unwrap().to_vec(),
-        scores: gguf
-            .get_opt::<&[f32]>(&key("scores"))
-            .unwrap()
-            .unwrap_or_default()
-            .to_vec(),
-        token_types: gguf.get_i32_array(&key("token_type")).unwrap().to_vec(),
-        merges: gguf
-            .get_opt::<&[String]>(&key("merges"))
-            .unwrap()
-            .unwrap_or_default()
-            .to_vec(),
-        bos: opt_u32("bos_token_id"),
-        eos: opt_u32("eos_token_id"),
-        unk: opt_u32("unknown_token_id"),
-        pad: opt_u32("padding_token_id"),
-        add_bos: opt_bool("add_bos_token"),
-        add_space_prefix: opt_bool("add_space_prefix"),
-        ..Vocab::default()
-    };
-    Tokenizer::new(vocab).unwrap()
+    Tokenizer::new(Vocab::from_gguf(gguf).unwrap()).unwrap()
 }
 
 #[test]

@@ -1,125 +1,28 @@
 //! zinc's tokenizers against llama.cpp on real vocabularies: token ids for the same prompts
 //! (data/tokenizer_golden.json, made by data/gen_tokenizer_golden.py) and decode round trips.
 //!
-//! The vocabularies themselves are too large to commit. Each test reads a JSON dump of one
-//! from `.models/vocab/` (made on demand by data/dump_vocab.py from the GGUF file) and prints
-//! "skipped: ..." when the GGUF file or Python's `gguf` package is missing. With
-//! ZINC_FETCH_MODELS=1 the GGUF files are fetched first.
+//! The vocabularies are read from GGUF files too large to commit: Gemma 3 270M (.models/) and
+//! the vocab-only files in llama.cpp's sources (`$ZINC_LLAMA_CPP_DIR`, by default under
+//! `.cache/`). Each test prints "skipped: ..." when its file is absent, unless
+//! ZINC_FETCH_MODELS=1 lets it fetch the file first.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
 use serde_json::Value;
+use zinc_models::gguf::Gguf;
 use zinc_models::tokenizer::{Tokenizer, Vocab};
 
-const LLAMA_CPP_PYTHON: &str = "0.3.36";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn llama_cpp_dir() -> PathBuf {
-    std::env::var_os("ZINC_LLAMA_CPP_DIR").map_or_else(
-        || {
-            PathBuf::from(format!(
-                "/work/.cache/llama-sdist/llama_cpp_python-{LLAMA_CPP_PYTHON}/vendor/llama.cpp"
-            ))
-        },
-        PathBuf::from,
-    )
-}
-
-/// The GGUF file a vocabulary comes from, and the script that fetches it.
-fn source(name: &str) -> (PathBuf, Vec<&'static str>) {
-    if name == "gemma3" {
-        let gguf = root().join(".models/gemma-3-270m-q4_k_m.gguf");
-        (gguf, vec!["scripts/fetch-gemma3-270m.sh"])
+/// The vocabulary `name` of the golden file, or `None` (after saying why) when absent.
+fn load_vocab(name: &str) -> Option<Vocab> {
+    let path = if name == "gemma3" {
+        common::gemma3_270m()?
     } else {
-        let gguf = llama_cpp_dir().join(format!("models/ggml-vocab-{name}.gguf"));
-        (gguf, vec!["scripts/build-llama-cpp.sh", "--sdist-only"])
-    }
-}
-
-/// Loads a vocabulary dump, making it first if needed; `Err` says why the test is skipped.
-fn load_vocab(name: &str) -> Result<Vocab, String> {
-    let json = root().join(format!(".models/vocab/{name}.json"));
-    if !json.exists() {
-        let (gguf, fetch) = source(name);
-        if !gguf.exists() && std::env::var("ZINC_FETCH_MODELS").as_deref() == Ok("1") {
-            let status = Command::new("bash")
-                .args(&fetch)
-                .current_dir(root())
-                .status()
-                .map_err(|e| format!("cannot run {}: {e}", fetch[0]))?;
-            assert!(status.success(), "{} failed", fetch[0]);
-        }
-        if !gguf.exists() {
-            return Err(format!(
-                "{} is absent (ZINC_FETCH_MODELS=1 fetches it)",
-                gguf.display()
-            ));
-        }
-        std::fs::create_dir_all(json.parent().unwrap()).unwrap();
-        let script = root().join("models/tests/data/dump_vocab.py");
-        // The llama.cpp build's virtualenv has `gguf` even where the system Python lacks it.
-        let dumped = ["python3", "/work/.cache/llama-venv/bin/python"]
-            .into_iter()
-            .any(|python| {
-                Command::new(python)
-                    .arg(&script)
-                    .arg(&gguf)
-                    .arg(&json)
-                    .status()
-                    .is_ok_and(|s| s.success())
-            });
-        if !dumped {
-            return Err(format!(
-                "could not dump {} (python3 with `pip install gguf` is needed)",
-                gguf.display()
-            ));
-        }
-    }
-    let text = std::fs::read_to_string(&json).unwrap();
-    Ok(vocab_from_json(&serde_json::from_str(&text).unwrap()))
-}
-
-fn vocab_from_json(v: &Value) -> Vocab {
-    let strings = |key: &str| -> Vec<String> {
-        v[key]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s.as_str().unwrap().to_owned())
-            .collect()
+        common::fetched(
+            common::llama_cpp_dir().join(format!("models/ggml-vocab-{name}.gguf")),
+            &["scripts/build-llama-cpp.sh", "--sdist-only"],
+        )?
     };
-    let id = |key: &str| v[key].as_u64().map(|id| id as u32);
-    Vocab {
-        model: v["model"].as_str().unwrap().to_owned(),
-        pre: v["pre"].as_str().map(str::to_owned),
-        tokens: strings("tokens"),
-        scores: v["scores"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s.as_f64().unwrap() as f32)
-            .collect(),
-        token_types: v["token_types"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t.as_i64().unwrap() as i32)
-            .collect(),
-        merges: strings("merges"),
-        bos: id("bos"),
-        eos: id("eos"),
-        eot: id("eot"),
-        eom: id("eom"),
-        unk: id("unk"),
-        pad: id("pad"),
-        add_bos: v["add_bos"].as_bool(),
-        add_eos: v["add_eos"].as_bool(),
-        add_space_prefix: v["add_space_prefix"].as_bool(),
-    }
+    Some(Vocab::from_gguf(&Gguf::open(&path).unwrap()).unwrap())
 }
 
 fn golden() -> Value {
@@ -129,13 +32,7 @@ fn golden() -> Value {
 
 /// Checks every golden case of one vocabulary; returns the tokenizer for extra checks.
 fn check_vocab(name: &str) -> Option<Tokenizer> {
-    let vocab = match load_vocab(name) {
-        Ok(vocab) => vocab,
-        Err(why) => {
-            println!("skipped: {name}: {why}");
-            return None;
-        }
-    };
+    let vocab = load_vocab(name)?;
     let tok = Tokenizer::new(vocab).unwrap();
     let golden = golden();
     let cases = golden["vocabs"][name]["cases"].as_array().unwrap();

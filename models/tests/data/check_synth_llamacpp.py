@@ -3,7 +3,7 @@
 
     scripts/build-llama-cpp.sh
     zinc synth --preset qwen35-9b --tiny -o /tmp/qwen35-9b-tiny.gguf
-    /work/.cache/llama-venv/bin/python models/tests/data/check_synth_llamacpp.py /tmp/*.gguf
+    .cache/llama-venv/bin/python models/tests/data/check_synth_llamacpp.py /tmp/*.gguf
 
 For each file: load it (CPU, weight repacking off as in gen_gemma3_logits.py), tokenize a
 prompt, evaluate it, check that every logit is finite, then decode a few greedy tokens one at a

@@ -3,7 +3,7 @@
 transformers renders them (sandboxed, trim_blocks, lstrip_blocks, loop controls,
 raise_exception, tojson without ASCII escaping).
 
-    /work/.cache/llama-venv/bin/python models/tests/data/gen_chat_golden.py   # any python with jinja2
+    .cache/llama-venv/bin/python models/tests/data/gen_chat_golden.py   # any python with jinja2
 
 Templates (chat/*.jinja): Gemma 3 as published with google/gemma-3-*-it (the Gemma 3 270M GGUF
 we test with carries no tokenizer.chat_template), Llama 3.1 8B Instruct and Qwen3 0.6B as

@@ -3,7 +3,7 @@
 weight dequantized to F32 and an F32 KV cache.
 
     scripts/fetch-gemma3-270m.sh && scripts/build-llama-cpp.sh
-    /work/.cache/llama-venv/bin/python models/tests/data/gen_gemma3_f32_logits.py
+    .cache/llama-venv/bin/python models/tests/data/gen_gemma3_f32_logits.py
 
 On the Q4_K_M file itself llama.cpp's CPU backend quantizes activations to Q8 before each dot
 product and keeps K/V in f16, which moves logits by ~0.2: too coarse to check an f32 reference.
@@ -28,6 +28,24 @@ OUT = Path(__file__).with_name("gemma3_270m_f32_golden.json")
 GGML_TYPE_F32 = 0
 
 
+class _F32Rows:
+    """A tensor dequantized to F32 while it is written, a block of rows at a time, so that
+    real-width files (a 262k x 5376 embedding is 5.6 GB as F32) convert in bounded memory.
+    Quacks like the numpy array GGUFWriter.write_tensor_data expects."""
+
+    ROWS = 4096
+
+    def __init__(self, tensor):
+        self.rows = tensor.data.reshape(-1, tensor.data.shape[-1])
+        self.tensor_type = tensor.tensor_type
+        self.nbytes = int(tensor.n_elements) * 4
+
+    def tofile(self, fp) -> None:
+        for i in range(0, len(self.rows), self.ROWS):
+            block = dequantize(self.rows[i : i + self.ROWS], self.tensor_type)
+            block.astype(np.float32, copy=False).tofile(fp)
+
+
 def dequantized_copy(src: Path, dst: Path) -> None:
     """Writes `src` to `dst` with the same metadata and every tensor as F32."""
     r = GGUFReader(src)
@@ -39,12 +57,15 @@ def dequantized_copy(src: Path, dst: Path) -> None:
         sub = field.types[-1] if kind == GGUFValueType.ARRAY else None
         w.add_key_value(key, field.contents(), kind, sub_type=sub)
     w.add_file_type(0)  # all F32
-    for t in r.tensors:
-        data = dequantize(t.data, t.tensor_type).astype(np.float32)
-        w.add_tensor(t.name, data.reshape([int(d) for d in reversed(t.shape)]), raw_dtype=GGMLQuantizationType.F32)
+    tensors = [_F32Rows(t) for t in r.tensors]
+    for t, rows in zip(r.tensors, tensors):
+        shape = [int(d) for d in reversed(t.shape)]
+        w.add_tensor_info(t.name, shape, np.dtype(np.float32), rows.nbytes, GGMLQuantizationType.F32)
     w.write_header_to_file()
     w.write_kv_data_to_file()
-    w.write_tensors_to_file()
+    w.write_ti_data_to_file()
+    for rows in tensors:
+        w.write_tensor_data(rows)
     w.close()
 
 

@@ -2,7 +2,7 @@
 """Generates gemma3_270m_golden.json: llama.cpp's (CPU) logits for Gemma 3 270M Q4_K_M.
 
     scripts/fetch-gemma3-270m.sh && scripts/build-llama-cpp.sh
-    /work/.cache/llama-venv/bin/python models/tests/data/gen_gemma3_logits.py
+    .cache/llama-venv/bin/python models/tests/data/gen_gemma3_logits.py
 
 Records the prompt's token ids (BOS added, as llama.cpp does for this model), the top-20
 logits at the last prompt position, the top-5 at every position, and the greedy 8-token

@@ -3,7 +3,7 @@
 llama.cpp's logits for every position of a fixed token sequence on each.
 
     scripts/build-llama-cpp.sh
-    /work/.cache/llama-venv/bin/python models/tests/data/gen_tiny_gemma4.py
+    .cache/llama-venv/bin/python models/tests/data/gen_tiny_gemma4.py
 
 Two models with the tensor names and metadata keys of llama.cpp's src/models/gemma4.cpp:
 gemma4.gguf has the dense shape of Gemma 4 31B, gemma4moe.gguf the mixture-of-experts shape of

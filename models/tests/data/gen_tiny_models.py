@@ -4,7 +4,7 @@ weights) under tiny/ and tiny_golden.json: llama.cpp's logits for every position
 token sequence on each.
 
     scripts/build-llama-cpp.sh
-    /work/.cache/llama-venv/bin/python models/tests/data/gen_tiny_models.py
+    .cache/llama-venv/bin/python models/tests/data/gen_tiny_models.py
 
 They pin the architecture details the real Gemma 3 model cannot: Llama's adjacent-pair rope with
 rope_freqs factors, Qwen 3's QK-norm with NeoX rope, GQA, and Gemma 3's sliding window (shorter

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Generates tokenizer_golden.json: llama.cpp's token ids for a set of prompts, per vocabulary.
 
-    scripts/build-llama-cpp.sh   # once: builds llama-cpp-python into /work/.cache/llama-venv
-    /work/.cache/llama-venv/bin/python models/tests/data/gen_tokenizer_golden.py
+    scripts/build-llama-cpp.sh   # once: builds llama-cpp-python into .cache/llama-venv
+    .cache/llama-venv/bin/python models/tests/data/gen_tokenizer_golden.py
 
 Vocabularies: Gemma 3 270M (.models/, from scripts/fetch-gemma3-270m.sh) and the vocab-only
 GGUFs that ship with llama.cpp's sources (llama-bpe = Llama 3, qwen2, qwen35, gpt-2, llama-spm
@@ -17,10 +17,12 @@ from pathlib import Path
 import llama_cpp
 
 ROOT = Path(__file__).resolve().parents[3]
+# As in scripts/build-llama-cpp.sh and models/tests/common/mod.rs.
+CACHE = Path(os.environ.get("ZINC_CACHE", ROOT / ".cache"))
 LLAMA_CPP = Path(
     os.environ.get(
         "ZINC_LLAMA_CPP_DIR",
-        f"/work/.cache/llama-sdist/llama_cpp_python-{llama_cpp.__version__}/vendor/llama.cpp",
+        CACHE / f"llama-sdist/llama_cpp_python-{llama_cpp.__version__}/vendor/llama.cpp",
     )
 )
 OUT = Path(__file__).with_name("tokenizer_golden.json")
