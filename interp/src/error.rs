@@ -156,6 +156,12 @@ pub enum ErrorKind {
     },
     #[error("integer division by zero in {thread}")]
     DivByZero { thread: ThreadId },
+    #[error("shift by {amount} of a {bits}-bit integer in {thread}: amounts must be in 0..{bits} (undefined on the GPU)")]
+    ShiftOutOfRange {
+        amount: i128,
+        bits: u32,
+        thread: ThreadId,
+    },
     #[error("step limit of {limit} thread-steps exceeded (an endless loop?); raise it with `Interpreter::step_limit`")]
     StepLimit { limit: u64 },
     #[error("device-function calls nested deeper than {limit}")]

@@ -221,6 +221,14 @@ impl<'m> Machine<'m, '_> {
                     thread: self.thread_id(t),
                 },
             ),
+            ArithError::ShiftOutOfRange { amount, bits } => self.error_at(
+                span,
+                ErrorKind::ShiftOutOfRange {
+                    amount,
+                    bits,
+                    thread: self.thread_id(t),
+                },
+            ),
             ArithError::Mismatch => self.malformed(span, "operands of unexpected types"),
         })
     }

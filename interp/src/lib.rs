@@ -11,8 +11,8 @@
 //! Semantics chosen to match the GPU:
 //! - integers wrap at their width; `/` and `%` truncate (the remainder has the dividend's sign);
 //!   `MIN / -1` wraps to `MIN`; division by zero is an error (undefined in LLVM).
-//! - shift amounts are read as unsigned and clamp to the width, as PTX `shl`/`shr` do: `x << n`
-//!   and logical `x >> n` give 0 for `n >= width`, arithmetic `x >> n` gives the sign fill.
+//! - a shift by a negative amount or by at least the width is an error (undefined in LLVM, so
+//!   the GPU result would be arbitrary), like division by zero.
 //! - f16/bf16/f32 arithmetic is correctly rounded to the type after every operation; math
 //!   functions are computed in f64 and rounded once, while the GPU uses approximate instructions
 //!   for several of them: compare results with a tolerance.

@@ -89,6 +89,11 @@ impl Region {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ArithError {
     DivByZero,
+    /// A shift by at least the operand's bit width (or a negative amount): undefined on the GPU.
+    ShiftOutOfRange {
+        amount: i128,
+        bits: u32,
+    },
     /// Operand types the front end should never have let through.
     Mismatch,
 }
@@ -462,17 +467,13 @@ fn int_binary(op: BinOp, s: Scalar, a: i128, b: i128) -> Result<Value, ArithErro
         BinOp::And => a & b,
         BinOp::Or => a | b,
         BinOp::Xor => a ^ b,
-        // Shift amounts are read as unsigned; amounts >= the width clamp to the width, as PTX
-        // `shl`/`shr` do: 0 for shl and logical shr, the sign fill for arithmetic shr.
-        BinOp::Shl | BinOp::Shr => {
-            let amount = (b as u128) & (u128::MAX >> (128 - bits));
-            match (op, amount >= bits as u128) {
-                (BinOp::Shl, true) => 0,
-                (BinOp::Shl, false) => a << amount,
-                (_, true) => a >> 127,
-                (_, false) => a >> amount,
-            }
+        // The generated code shifts with LLVM's shl/lshr/ashr, which give poison for amounts of
+        // at least the width, so such a shift is reported rather than given a value.
+        BinOp::Shl | BinOp::Shr if !(0..bits as i128).contains(&b) => {
+            return Err(ArithError::ShiftOutOfRange { amount: b, bits })
         }
+        BinOp::Shl => a << b,
+        BinOp::Shr => a >> b,
         _ => return Ok(Value::Bool(compare(op, a, b))),
     };
     Ok(Value::from_int(s, r))
@@ -533,35 +534,34 @@ mod tests {
     }
 
     #[test]
-    fn shifts_clamp_like_ptx() {
+    fn shifts_within_the_width_and_errors_beyond() {
         assert_eq!(
             bin(BinOp::Shl, Value::U32(1), Value::U32(31)),
             Value::U32(1 << 31)
-        );
-        assert_eq!(
-            bin(BinOp::Shl, Value::U32(1), Value::U32(32)),
-            Value::U32(0)
-        );
-        assert_eq!(
-            bin(BinOp::Shr, Value::U32(u32::MAX), Value::U32(40)),
-            Value::U32(0)
         );
         assert_eq!(
             bin(BinOp::Shr, Value::I32(-8), Value::I32(1)),
             Value::I32(-4)
         );
         assert_eq!(
-            bin(BinOp::Shr, Value::I32(-8), Value::I32(99)),
-            Value::I32(-1)
-        );
-        assert_eq!(
-            bin(BinOp::Shr, Value::I32(8), Value::I32(-1)),
-            Value::I32(0)
+            bin(BinOp::Shr, Value::U32(u32::MAX), Value::U32(31)),
+            Value::U32(1)
         );
         assert_eq!(
             bin(BinOp::Shl, Value::U64(3), Value::U64(63)),
             Value::U64(1 << 63)
         );
+        for (op, a, b, amount, bits) in [
+            (BinOp::Shl, Value::U32(1), Value::U32(32), 32, 32),
+            (BinOp::Shr, Value::I32(-8), Value::I32(99), 99, 32),
+            (BinOp::Shr, Value::I32(8), Value::I32(-1), -1, 32),
+            (BinOp::Shl, Value::U8(1), Value::U8(8), 8, 8),
+        ] {
+            assert_eq!(
+                Value::binary(op, a, b),
+                Err(ArithError::ShiftOutOfRange { amount, bits })
+            );
+        }
     }
 
     #[test]
