@@ -47,6 +47,16 @@ pub(crate) fn type_name(ty: &Type) -> String {
     ty.to_string()
 }
 
+/// Whether a view of `view` elements takes a buffer of `buffer` elements: the same type, or a
+/// vector view (`[u32x4]`) of a buffer of its scalar (`u32`), as the runtime accepts; the
+/// buffer's length must then be a whole number of vectors (checked with the size below).
+fn view_takes(view: &Type, buffer: &Type) -> bool {
+    match (view, buffer) {
+        (Type::Vector(s, _), Type::Scalar(b)) => s == b,
+        _ => view == buffer,
+    }
+}
+
 /// Check count, scalar types, buffer element types, sizes and mutability.
 pub(crate) fn check(kernel: &Function, args: &[Arg]) -> Result<(), InterpError> {
     if args.len() != kernel.params.len() {
@@ -69,7 +79,7 @@ pub(crate) fn check(kernel: &Function, args: &[Arg]) -> Result<(), InterpError> 
         };
         match (&var.ty, arg) {
             (Type::View { elem, mutable, .. }, Arg::Buffer(b) | Arg::ReadOnly(b)) => {
-                if **elem != b.elem {
+                if !view_takes(elem, &b.elem) {
                     return Err(mismatch(arg.describe()));
                 }
                 if *mutable && matches!(arg, Arg::ReadOnly(_)) {

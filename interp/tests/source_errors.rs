@@ -150,3 +150,41 @@ kernel a(y: global mut [u32]) grid(1) block(64) {
     assert_eq!(line_of(&err), 8);
     assert!(err.to_string().starts_with("bug.tile:8:"), "{err}");
 }
+
+const WIDE_COPY: &str = "
+kernel wide_copy(w: global [u32x4], y: global mut [u32])
+    grid(1) block(2)
+{
+    let v = w[thread.x];
+    y[4 * thread.x] = v.x;
+    y[4 * thread.x + 1] = v.y;
+    y[4 * thread.x + 2] = v.z;
+    y[4 * thread.x + 3] = v.w;
+}
+";
+
+#[test]
+fn vector_view_takes_a_buffer_of_its_scalar() {
+    let words: Vec<u32> = (0..8).map(|i| 0x0101_0101 * i + 7).collect();
+    let mut args = vec![
+        Arg::ReadOnly(Buffer::from_slice(&words)),
+        Arg::Buffer(Buffer::from_slice(&[0u32; 8])),
+    ];
+    launch(WIDE_COPY, "wide_copy", &mut args).unwrap();
+    assert_eq!(args[1].buffer().unwrap().to_u32(), words);
+
+    // A length that is not a whole number of vectors is still refused.
+    let mut ragged = vec![
+        Arg::ReadOnly(Buffer::from_slice(&words[..7])),
+        Arg::Buffer(Buffer::from_slice(&[0u32; 8])),
+    ];
+    let err = launch(WIDE_COPY, "wide_copy", &mut ragged).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::ArgType { .. }), "{err}");
+    // And a buffer of another scalar type.
+    let mut other = vec![
+        Arg::ReadOnly(Buffer::from_f32(&[0.0; 8])),
+        Arg::Buffer(Buffer::from_slice(&[0u32; 8])),
+    ];
+    let err = launch(WIDE_COPY, "wide_copy", &mut other).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::ArgType { .. }), "{err}");
+}
