@@ -177,6 +177,17 @@ pub enum StmtKind {
         cond: Expr,
         body: Block,
     },
+    /// `pipeline var in start..end step step stages stages { copy } compute { compute }`:
+    /// sugar for a cp.async ring of `stages` buffers, desugared by the checker.
+    Pipeline {
+        var: Ident,
+        start: Expr,
+        end: Expr,
+        step: Expr,
+        stages: Expr,
+        copy: Block,
+        compute: Block,
+    },
     Break,
     Continue,
     Return(Option<Expr>),
@@ -208,6 +219,20 @@ impl Stmt {
                 .max(step.as_ref().map_or(0, e))
                 .max(body.depth()),
             StmtKind::While { cond, body } => e(cond).max(body.depth()),
+            StmtKind::Pipeline {
+                start,
+                end,
+                step,
+                stages,
+                copy,
+                compute,
+                ..
+            } => e(start)
+                .max(e(end))
+                .max(e(step))
+                .max(e(stages))
+                .max(copy.depth())
+                .max(compute.depth()),
             StmtKind::Break | StmtKind::Continue | StmtKind::Return(None) => 0,
             StmtKind::Return(Some(x)) | StmtKind::Expr(x) => e(x),
         };

@@ -102,6 +102,8 @@ pub enum Tok<'a> {
     Asm,
     #[token("bitcast")]
     Bitcast,
+    #[token("pipeline")]
+    Pipeline,
 
     #[regex(r"[A-Za-z_][A-Za-z0-9_]*")]
     Ident(&'a str),
@@ -344,6 +346,7 @@ impl fmt::Display for Tok<'_> {
             Tok::Intrinsic => "intrinsic",
             Tok::Asm => "asm",
             Tok::Bitcast => "bitcast",
+            Tok::Pipeline => "pipeline",
             Tok::LParen => "(",
             Tok::RParen => ")",
             Tok::LBracket => "[",

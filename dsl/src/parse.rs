@@ -12,20 +12,41 @@ lalrpop_util::lalrpop_mod!(
     grammar
 );
 
-/// The parser's own error: an expression or statement nested deeper than [`MAX_DEPTH`].
+/// The parser's own errors.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TooDeep {
-    pub span: Span,
+pub enum UserError {
+    /// An expression or statement nested deeper than [`MAX_DEPTH`].
+    TooDeep { span: Span },
+    /// A contextual word (`stages`, `compute`) that is some other name.
+    Expected {
+        word: &'static str,
+        found: String,
+        span: Span,
+    },
 }
 
-type Error<'a> = ParseError<usize, Tok<'a>, TooDeep>;
+type Error<'a> = ParseError<usize, Tok<'a>, UserError>;
+
+/// Require the name `name` to be the contextual word `word`.
+pub fn contextual<'a>(name: &ast::Ident, word: &'static str) -> Result<(), Error<'a>> {
+    if name.name == word {
+        return Ok(());
+    }
+    Err(ParseError::User {
+        error: UserError::Expected {
+            word,
+            found: name.name.clone(),
+            span: name.span,
+        },
+    })
+}
 
 /// Build an expression node, refusing trees too deep for the later recursive passes.
 pub fn expr<'a>(kind: ExprKind, span: Span) -> Result<Expr, Error<'a>> {
     let e = Expr::new(kind, span);
     if e.depth > MAX_DEPTH {
         return Err(ParseError::User {
-            error: TooDeep { span },
+            error: UserError::TooDeep { span },
         });
     }
     Ok(e)
@@ -36,7 +57,7 @@ pub fn stmt<'a>(kind: StmtKind, span: Span) -> Result<Stmt, Error<'a>> {
     let s = Stmt::new(kind, span);
     if s.depth > MAX_DEPTH {
         return Err(ParseError::User {
-            error: TooDeep { span },
+            error: UserError::TooDeep { span },
         });
     }
     Ok(s)
@@ -52,7 +73,7 @@ pub fn parse_file(file: u32, text: &str) -> Result<ast::File, Diagnostic> {
     check_delimiters(file, &tokens)?;
     let ends: Vec<usize> = tokens.iter().map(|t| t.2).collect();
     grammar::FileParser::new()
-        .parse(file, tokens.into_iter().map(Ok::<_, TooDeep>))
+        .parse(file, tokens.into_iter().map(Ok::<_, UserError>))
         .map_err(|e| syntax_error(file, text, &ends, e))
 }
 
@@ -127,10 +148,15 @@ fn syntax_error(file: u32, text: &str, ends: &[usize], e: Error<'_>) -> Diagnost
         ParseError::ExtraToken {
             token: (start, tok, end),
         } => Diagnostic::error(format!("unexpected {tok}"), Span::new(file, start, end)),
-        ParseError::User { error } => Diagnostic::error(
+        ParseError::User {
+            error: UserError::TooDeep { span },
+        } => Diagnostic::error(
             format!("expression or statement nested too deeply (the limit is {MAX_DEPTH} levels)"),
-            error.span,
+            span,
         ),
+        ParseError::User {
+            error: UserError::Expected { word, found, span },
+        } => Diagnostic::error(format!("expected `{word}`, found `{found}`"), span),
         // The parser reads a token vector, never raw characters.
         ParseError::InvalidToken { location } => {
             Diagnostic::error("invalid token", Span::new(file, location, location))

@@ -479,3 +479,173 @@ fn tensor_core_builtins_are_checked() {
         assert!(out.contains(want), "no `{want}` in:\n{out}");
     }
 }
+
+const PIPELINE_HEAD: &str =
+    "kernel f(x: global [f32], y: global mut [f32], n: u32) grid(1) block(32) {
+    shared buf: [4][32] f32;
+    var s = 0.0;";
+
+fn pipeline(stages: u32) -> String {
+    ir(&format!(
+        "{PIPELINE_HEAD}
+    pipeline k in 0u32..n step 32 stages {stages} {{
+        cp_async(buf + stage * 32 + thread.x, x + k + thread.x, 4, k < n);
+    }} compute {{
+        s += buf[stage][thread.x];
+    }}
+    y[thread.x] = s;
+}}"
+    ))
+}
+
+#[test]
+fn pipeline_desugars_to_a_cp_async_ring() {
+    let out = pipeline(3);
+    let body = out.split_once("var s#3: f32 = 0.0f32;\n").expect("body").1;
+    let want = "    let k_start#4: u32 = 0u32;
+    let k_end#5: u32 = n#2;
+    let k_step#6: u32 = 32u32;
+    let k#7: u32 = k_start#4;
+    let stage#8: u32 = 0u32;
+    if (k#7 < k_end#5) {
+        cp_async<4>(offset(offset(@buf, (stage#8 * 32u32)), thread.x), offset(offset(x#0, k#7), thread.x), (k#7 < n#2));
+    }
+    cp_async_commit();
+    let k#9: u32 = (k_start#4 + k_step#6);
+    let stage#10: u32 = 1u32;
+    if (k#9 < k_end#5) {
+        cp_async<4>(offset(offset(@buf, (stage#10 * 32u32)), thread.x), offset(offset(x#0, k#9), thread.x), (k#9 < n#2));
+    }
+    cp_async_commit();
+    var k_ring#11: u32 = 0u32;
+    for k#12 in k_start#4..k_end#5 step k_step#6 {
+        cp_async_wait<1>();
+        barrier;
+        let k#13: u32 = (k#12 + (2u32 * k_step#6));
+        let stage#14: u32 = ((k_ring#11 + 2u32) % 3u32);
+        if (k#13 < k_end#5) {
+            cp_async<4>(offset(offset(@buf, (stage#14 * 32u32)), thread.x), offset(offset(x#0, k#13), thread.x), (k#13 < n#2));
+        }
+        cp_async_commit();
+        let stage#15: u32 = k_ring#11;
+        k_ring#11 = ((k_ring#11 + 1u32) % 3u32);
+        s#3 = (s#3 + load(offset(@buf, ((stage#15 * 32u32) + thread.x))));
+    }
+    cp_async_wait<0>();
+    barrier;
+    store offset(y#1, thread.x) <- s#3;
+}
+";
+    assert_eq!(body, want, "{out}");
+}
+
+#[test]
+fn pipeline_with_two_stages_waits_for_none() {
+    let out = pipeline(2);
+    assert_eq!(out.matches("cp_async_commit();").count(), 2, "{out}");
+    assert!(
+        out.contains("cp_async_wait<0>();\n        barrier;"),
+        "{out}"
+    );
+    assert!(out.contains("let k#11: u32 = (k#10 + k_step#6);"), "{out}");
+    assert!(
+        out.contains("let stage#12: u32 = ((k_ring#9 + 1u32) % 2u32);"),
+        "{out}"
+    );
+}
+
+#[test]
+fn pipeline_with_one_stage_is_synchronous() {
+    let out = pipeline(1);
+    let body = out.split_once("var s#3: f32 = 0.0f32;\n").expect("body").1;
+    let want = "    let k_start#4: u32 = 0u32;
+    let k_end#5: u32 = n#2;
+    let k_step#6: u32 = 32u32;
+    for k#7 in k_start#4..k_end#5 step k_step#6 {
+        let k#8: u32 = k#7;
+        let stage#9: u32 = 0u32;
+        cp_async<4>(offset(offset(@buf, (stage#9 * 32u32)), thread.x), offset(offset(x#0, k#8), thread.x), (k#8 < n#2));
+        cp_async_commit();
+        cp_async_wait<0>();
+        barrier;
+        let stage#10: u32 = 0u32;
+        s#3 = (s#3 + load(offset(@buf, ((stage#10 * 32u32) + thread.x))));
+        barrier;
+    }
+    store offset(y#1, thread.x) <- s#3;
+}
+";
+    assert_eq!(body, want, "{out}");
+}
+
+#[test]
+fn pipeline_errors() {
+    let with = |header: &str, copy: &str, compute: &str| {
+        error(&format!(
+            "{PIPELINE_HEAD}
+    {header} {{
+        {copy}
+    }} compute {{
+        {compute}
+    }}
+}}"
+        ))
+    };
+    let copy = "cp_async(buf + stage * 32 + thread.x, x + k, 4, k < n);";
+    let e = with("pipeline k in 0u32..n step 32 stages 9", copy, "");
+    assert!(e.contains("a `pipeline` has 1 to 8 stages, not 9"), "{e}");
+    let e = with("pipeline k in 0u32..n step 32 stages n", copy, "");
+    assert!(e.contains("must be a compile-time constant"), "{e}");
+    let e = with("pipeline k in 0u32..n step 0 stages 2", copy, "");
+    assert!(
+        e.contains("step of a `pipeline` must be positive, found 0"),
+        "{e}"
+    );
+    let e = with("pipeline k in 0i32..5 step 1 stages 2", copy, "");
+    assert!(e.contains("must be `u32`"), "{e}");
+    let e = with("pipeline k in 0u32..n step 32 stages 2", copy, "break;");
+    assert!(e.contains("`break` cannot leave a `pipeline` block"), "{e}");
+    let e = with("pipeline k in 0u32..n step 32 stages 2", "return;", "");
+    assert!(
+        e.contains("`return` cannot leave a `pipeline` block"),
+        "{e}"
+    );
+    let e = with("pipeline k in 0u32..n step 32 stages 2", copy, "stage = 1;");
+    assert!(e.contains("cannot assign to `stage`"), "{e}");
+    // Errors inside the blocks are found even when the header is wrong, and reported once.
+    let e = with("pipeline k in 0u32..n step 32 stages 0", copy, "s += nope;");
+    assert!(e.contains("unknown") && e.contains("nope"), "{e}");
+    let e = with("pipeline k in 0u32..n step 32 stages 3", "cp_async(k);", "");
+    assert_eq!(e.matches("takes 4 arguments").count(), 1, "{e}");
+    let e = error(
+        "kernel f(n: u32) grid(1) block(32) {
+    pipeline k in 0u32..n step 32 stages 2 { } calc { }
+}",
+    );
+    assert!(e.contains("expected `compute`, found `calc`"), "{e}");
+}
+
+#[test]
+fn pipeline_blocks_allow_inner_loops_and_runtime_steps() {
+    // A loop inside a block may break; the step may be a run-time value.
+    let out = ir(&format!(
+        "{PIPELINE_HEAD}
+    for r in 0u32..2 {{
+        pipeline k in r..n step n / 4 + 1 stages 2 {{
+            cp_async(buf + stage * 32 + thread.x, x + k, 4, k < n);
+        }} compute {{
+            for j in 0u32..32 {{
+                if j > k {{ break; }}
+                s += buf[stage][j];
+            }}
+        }}
+    }}
+    y[thread.x] = s;
+}}"
+    ));
+    assert!(
+        out.contains("let k_step#7: u32 = ((n#2 / 4u32) + 1u32);"),
+        "{out}"
+    );
+    assert!(out.contains("break;"), "{out}");
+}

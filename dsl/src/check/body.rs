@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use super::expr::mk;
 use super::{builtins, eval_or_report, Checker, Reported, Res};
 use crate::ast::{self, ExprKind, StmtKind};
 use crate::consteval::{self, ConstError};
@@ -35,10 +36,16 @@ enum LoopKind {
     Run,
     /// An `unroll` loop: its iterations are copied out, so nothing can jump out of them.
     Unrolled,
+    /// The copy or compute block of a `pipeline`: every thread must reach the commits, waits
+    /// and barriers around it, so nothing can jump out of it.
+    Pipeline,
 }
 
 /// Most iterations an `unroll` loop may have: each is a copy of the body.
 const MAX_UNROLL: i128 = 256;
+
+/// Most stages a `pipeline` may have (its waits leave at most 7 groups in flight).
+const MAX_STAGES: i128 = 8;
 
 /// Most elements a register array may have.
 const MAX_ARRAY_ELEMS: u64 = 1024;
@@ -125,6 +132,13 @@ impl<'c, 'a> FnCx<'c, 'a> {
     }
 
     fn new_var(&mut self, name: &str, ty: Type, origin: Origin, span: Span) -> VarId {
+        let id = self.hidden_var(name, ty, origin, span);
+        self.bind(name, Binding::Var(id), span);
+        id
+    }
+
+    /// A variable that no name in scope refers to (made by a desugaring).
+    fn hidden_var(&mut self, name: &str, ty: Type, origin: Origin, span: Span) -> VarId {
         let id = VarId(self.vars.len() as u32);
         self.vars.push(ir::Var {
             name: name.to_string(),
@@ -133,7 +147,6 @@ impl<'c, 'a> FnCx<'c, 'a> {
             span,
         });
         self.origins.push(origin);
-        self.bind(name, Binding::Var(id), span);
         id
     }
 
@@ -244,6 +257,29 @@ impl<'c, 'a> FnCx<'c, 'a> {
                     body,
                 }
             }
+            StmtKind::Pipeline {
+                var,
+                start,
+                end,
+                step,
+                stages,
+                copy,
+                compute,
+            } => {
+                let header = self.pipeline_header(start, end, step, stages);
+                let Ok(header) = header else {
+                    // Still check the blocks, so errors inside them are found.
+                    for b in [copy, compute] {
+                        self.scopes.push(HashMap::new());
+                        self.bind(&var.name, Binding::Poisoned, var.span);
+                        self.bind("stage", Binding::Poisoned, var.span);
+                        self.loop_block(LoopKind::Pipeline, b);
+                        self.scopes.pop();
+                    }
+                    return Err(Reported);
+                };
+                return self.pipeline(var, header, copy, compute, s.span);
+            }
             StmtKind::While { cond, body } => {
                 let cond = self.expect(cond, &Type::Scalar(Scalar::Bool), "a `while` condition");
                 let body = self.loop_block(LoopKind::Run, body);
@@ -260,6 +296,9 @@ impl<'c, 'a> FnCx<'c, 'a> {
                     Some(LoopKind::Unrolled) => Some(format!(
                         "`{word}` cannot leave an `unroll` loop: its iterations are copied out at compile time"
                     )),
+                    Some(LoopKind::Pipeline) => Some(format!(
+                        "`{word}` cannot leave a `pipeline` block: every thread must reach the pipeline's commits, waits and barriers"
+                    )),
                     Some(LoopKind::Run) => None,
                 };
                 if let Some(message) = why {
@@ -270,6 +309,13 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 } else {
                     ir::StmtKind::Continue
                 }
+            }
+            StmtKind::Return(_) if self.loops.contains(&LoopKind::Pipeline) => {
+                let d = Diagnostic::error(
+                    "`return` cannot leave a `pipeline` block: every thread must reach the pipeline's commits, waits and barriers",
+                    s.span,
+                );
+                return Err(self.error(d));
             }
             StmtKind::Return(value) => self.return_stmt(value.as_ref(), s.span)?,
             StmtKind::Expr(e) => self.expr_stmt(e)?,
@@ -677,6 +723,228 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 }
                 return Err(Reported);
             }
+        }
+        Ok(out)
+    }
+
+    /// The header of a `pipeline`: start, end and step as `u32`, and the stage count.
+    fn pipeline_header(
+        &mut self,
+        start: &ast::Expr,
+        end: &ast::Expr,
+        step: &ast::Expr,
+        stages: &ast::Expr,
+    ) -> Res<(ir::Expr, ir::Expr, ir::Expr, u32)> {
+        let u = Type::Scalar(Scalar::U32);
+        let start = self.expect(start, &u, "the start of a `pipeline`");
+        let end = self.expect(end, &u, "the end of a `pipeline`");
+        let step_x = self.expect(step, &u, "the step of a `pipeline`");
+        let n = self.constant(stages, Scalar::U32, "the stage count of a `pipeline`");
+        let step_x = step_x?;
+        match consteval::eval(&step_x) {
+            Ok(ConstValue::Int(v)) if v <= 0 => {
+                let d = Diagnostic::error(
+                    format!("the step of a `pipeline` must be positive, found {v}"),
+                    step_x.span,
+                );
+                return Err(self.error(d));
+            }
+            Ok(_) | Err(ConstError::NotConst(_)) => {}
+            Err(other) => return Err(self.error(Diagnostic::error(other.message(), other.span()))),
+        }
+        let n = match n? {
+            ConstValue::Int(n) if (1..=MAX_STAGES).contains(&n) => n as u32,
+            v => {
+                let d = Diagnostic::error(
+                    format!(
+                        "a `pipeline` has 1 to {MAX_STAGES} stages, not {}",
+                        crate::print::const_text(&v)
+                    ),
+                    stages.span,
+                );
+                return Err(self.error(d));
+            }
+        };
+        Ok((start?, end?, step_x, n))
+    }
+
+    /// `pipeline k in START..END step BK stages S { copy } compute { compute }`, desugared
+    /// (see "Asynchronous copies" in docs/LANGUAGE.md): for S > 1,
+    ///
+    /// ```text
+    /// let k_start = START; let k_end = END; let k_step = BK;
+    /// // prologue, for i in 0..S-1:
+    /// let k = k_start + i * k_step; let stage = i; if k < k_end { copy } cp_async_commit();
+    /// var k_ring = 0;
+    /// for k in k_start..k_end step k_step {
+    ///     cp_async_wait(S - 2); barrier();
+    ///     let k = k + (S - 1) * k_step; let stage = (k_ring + (S - 1)) % S;
+    ///     if k < k_end { copy } cp_async_commit();
+    ///     let stage = k_ring; k_ring = (k_ring + 1) % S;
+    ///     compute
+    /// }
+    /// cp_async_wait(0); barrier();
+    /// ```
+    ///
+    /// and for S = 1 the synchronous form: per tile, `let stage = 0; copy; cp_async_commit();
+    /// cp_async_wait(0); barrier(); compute; barrier();`.
+    fn pipeline(
+        &mut self,
+        var: &ast::Ident,
+        (start, end, step, n): (ir::Expr, ir::Expr, ir::Expr, u32),
+        copy: &ast::Block,
+        compute: &ast::Block,
+        span: Span,
+    ) -> Res<Vec<ir::Stmt>> {
+        let u = Type::Scalar(Scalar::U32);
+        let name = &var.name;
+        let c = |v: i128| mk(ir::ExprKind::Const(ConstValue::Int(v)), u.clone(), span);
+        let rd = |v: VarId| mk(ir::ExprKind::Var(v), u.clone(), span);
+        let bin = |op: ir::BinOp, a: ir::Expr, b: ir::Expr| {
+            let ty = if op.is_comparison() {
+                Type::Scalar(Scalar::Bool)
+            } else {
+                a.ty.clone()
+            };
+            mk(ir::ExprKind::Binary(op, Box::new(a), Box::new(b)), ty, span)
+        };
+        let st = |kind: ir::StmtKind| ir::Stmt { kind, span };
+        let builtin = |b: ir::Builtin| {
+            st(ir::StmtKind::Expr(mk(
+                ir::ExprKind::Builtin(b, vec![]),
+                Type::Void,
+                span,
+            )))
+        };
+        let errors = self.ck.diags.len();
+        let mut out = Vec::new();
+        let hidden = |cx: &mut Self, suffix: &str, init: ir::Expr, out: &mut Vec<ir::Stmt>| {
+            let v = cx.hidden_var(&format!("{name}_{suffix}"), u.clone(), Origin::Let, span);
+            out.push(st(ir::StmtKind::Let { var: v, init }));
+            v
+        };
+        let k_start = hidden(self, "start", start, &mut out);
+        let k_end = hidden(self, "end", end, &mut out);
+        let k_step = hidden(self, "step", step, &mut out);
+        let stages = i128::from(n);
+
+        // `copy` with `k` and `stage` bound to new `let`s of these values, guarded by
+        // `k < k_end` when `guard`.
+        let copy_block = |cx: &mut Self, k: ir::Expr, stage: ir::Expr, guard: bool| {
+            let mut out = Vec::new();
+            cx.scopes.push(HashMap::new());
+            let kv = cx.new_var(name, u.clone(), Origin::Let, var.span);
+            out.push(st(ir::StmtKind::Let { var: kv, init: k }));
+            let sv = cx.new_var("stage", u.clone(), Origin::Let, var.span);
+            out.push(st(ir::StmtKind::Let {
+                var: sv,
+                init: stage,
+            }));
+            let body = cx.loop_block(LoopKind::Pipeline, copy);
+            cx.scopes.pop();
+            if guard {
+                out.push(ir::Stmt {
+                    kind: ir::StmtKind::If {
+                        cond: bin(ir::BinOp::Lt, rd(kv), rd(k_end)),
+                        then_body: body,
+                        else_body: Vec::new(),
+                    },
+                    span: copy.span,
+                });
+            } else {
+                out.extend(body);
+            }
+            out
+        };
+
+        if n == 1 {
+            self.scopes.push(HashMap::new());
+            let kv = self.new_var(name, u.clone(), Origin::Loop, var.span);
+            let mut body = copy_block(self, rd(kv), c(0), false);
+            body.push(builtin(ir::Builtin::CpAsyncCommit));
+            body.push(builtin(ir::Builtin::CpAsyncWait(0)));
+            body.push(st(ir::StmtKind::Barrier));
+            let sv = self.new_var("stage", u.clone(), Origin::Let, var.span);
+            body.push(st(ir::StmtKind::Let {
+                var: sv,
+                init: c(0),
+            }));
+            body.extend(self.loop_block(LoopKind::Pipeline, compute));
+            body.push(st(ir::StmtKind::Barrier));
+            self.scopes.pop();
+            out.push(st(ir::StmtKind::For {
+                var: kv,
+                start: rd(k_start),
+                end: rd(k_end),
+                step: rd(k_step),
+                body,
+            }));
+        } else {
+            let times_step = |i: i128| {
+                if i == 1 {
+                    rd(k_step)
+                } else {
+                    bin(ir::BinOp::Mul, c(i), rd(k_step))
+                }
+            };
+            for i in 0..stages - 1 {
+                let k = if i == 0 {
+                    rd(k_start)
+                } else {
+                    bin(ir::BinOp::Add, rd(k_start), times_step(i))
+                };
+                out.extend(copy_block(self, k, c(i), true));
+                out.push(builtin(ir::Builtin::CpAsyncCommit));
+                if self.ck.diags.len() > errors {
+                    return Err(Reported);
+                }
+            }
+            let ring = self.hidden_var(&format!("{name}_ring"), u.clone(), Origin::Var, span);
+            out.push(st(ir::StmtKind::Let {
+                var: ring,
+                init: c(0),
+            }));
+            self.scopes.push(HashMap::new());
+            let kv = self.new_var(name, u.clone(), Origin::Loop, var.span);
+            let mut body = vec![
+                builtin(ir::Builtin::CpAsyncWait((n - 2) as u8)),
+                st(ir::StmtKind::Barrier),
+            ];
+            let next = bin(ir::BinOp::Add, rd(kv), times_step(stages - 1));
+            let slot = bin(
+                ir::BinOp::Rem,
+                bin(ir::BinOp::Add, rd(ring), c(stages - 1)),
+                c(stages),
+            );
+            body.extend(copy_block(self, next, slot, true));
+            body.push(builtin(ir::Builtin::CpAsyncCommit));
+            let sv = self.new_var("stage", u.clone(), Origin::Let, var.span);
+            body.push(st(ir::StmtKind::Let {
+                var: sv,
+                init: rd(ring),
+            }));
+            body.push(st(ir::StmtKind::Assign {
+                var: ring,
+                value: bin(
+                    ir::BinOp::Rem,
+                    bin(ir::BinOp::Add, rd(ring), c(1)),
+                    c(stages),
+                ),
+            }));
+            body.extend(self.loop_block(LoopKind::Pipeline, compute));
+            self.scopes.pop();
+            out.push(st(ir::StmtKind::For {
+                var: kv,
+                start: rd(k_start),
+                end: rd(k_end),
+                step: rd(k_step),
+                body,
+            }));
+            out.push(builtin(ir::Builtin::CpAsyncWait(0)));
+            out.push(st(ir::StmtKind::Barrier));
+        }
+        if self.ck.diags.len() > errors {
+            return Err(Reported);
         }
         Ok(out)
     }
