@@ -584,3 +584,88 @@ pub enum Builtin {
     /// table gives the result bit; `0xF0`, `0xCC`, `0xAA` select a, b, c).
     Lop3(u8),
 }
+
+/// Visits every expression of a block, outer before inner, for passes that rewrite the IR.
+pub fn for_each_expr_mut(block: &mut Block, f: &mut dyn FnMut(&mut Expr)) {
+    for stmt in block {
+        match &mut stmt.kind {
+            StmtKind::Let { init: e, .. }
+            | StmtKind::Assign { value: e, .. }
+            | StmtKind::Expr(e)
+            | StmtKind::SetElement { value: e, .. }
+            | StmtKind::Return(Some(e)) => expr(e, f),
+            StmtKind::Store { ptr, value } => {
+                expr(ptr, f);
+                expr(value, f);
+            }
+            StmtKind::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                expr(cond, f);
+                for_each_expr_mut(then_body, f);
+                for_each_expr_mut(else_body, f);
+            }
+            StmtKind::For {
+                start,
+                end,
+                step,
+                body,
+                ..
+            } => {
+                expr(start, f);
+                expr(end, f);
+                expr(step, f);
+                for_each_expr_mut(body, f);
+            }
+            StmtKind::While { cond, body } => {
+                expr(cond, f);
+                for_each_expr_mut(body, f);
+            }
+            StmtKind::Break
+            | StmtKind::Continue
+            | StmtKind::Return(None)
+            | StmtKind::Barrier
+            | StmtKind::Fence(_) => {}
+        }
+    }
+}
+
+fn expr(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
+    f(e);
+    match &mut e.kind {
+        ExprKind::Const(_)
+        | ExprKind::Var(_)
+        | ExprKind::Element { .. }
+        | ExprKind::SharedArray(_)
+        | ExprKind::Special(_) => {}
+        ExprKind::Unary(_, x)
+        | ExprKind::Cast(x)
+        | ExprKind::Bitcast(x)
+        | ExprKind::Load(x)
+        | ExprKind::Extract(x, _) => expr(x, f),
+        ExprKind::Binary(_, a, b) | ExprKind::Logical(_, a, b) => {
+            expr(a, f);
+            expr(b, f);
+        }
+        ExprKind::Offset { base, index } => {
+            expr(base, f);
+            expr(index, f);
+        }
+        ExprKind::Select(c, a, b) => {
+            expr(c, f);
+            expr(a, f);
+            expr(b, f);
+        }
+        ExprKind::VectorBuild(args)
+        | ExprKind::Builtin(_, args)
+        | ExprKind::Call(_, args)
+        | ExprKind::Intrinsic { args, .. }
+        | ExprKind::InlineAsm { args, .. } => {
+            for a in args {
+                expr(a, f);
+            }
+        }
+    }
+}

@@ -3,7 +3,7 @@
 
 use super::{Checked, Checker};
 use crate::diag::Diagnostic;
-use crate::ir::{self, ExprKind, FuncId, StmtKind};
+use crate::ir::{self, ExprKind, FuncId};
 
 #[derive(Copy, Clone, PartialEq, Eq)]
 enum Mark {
@@ -77,7 +77,7 @@ pub fn assemble(device: Vec<Checked>, kernels: Vec<Checked>) -> ir::Module {
                 Slot::Kernel(k) => kernels[k].take(),
             };
             let mut f = checked?.function;
-            for_each_expr(&mut f.body, &mut |e| {
+            ir::for_each_expr_mut(&mut f.body, &mut |e| {
                 if let ExprKind::Call(id, _) = &mut e.kind {
                     if let Some(Some(new)) = new_id.get(id.0 as usize) {
                         *id = FuncId(*new);
@@ -108,89 +108,4 @@ fn place(device: &[Checked], i: usize, new_id: &mut [Option<u32>], order: &mut V
     }
     new_id[i] = Some(order.len() as u32);
     order.push(Slot::Device(i));
-}
-
-/// Visit every expression of a block, outer before inner.
-fn for_each_expr(block: &mut ir::Block, f: &mut dyn FnMut(&mut ir::Expr)) {
-    for stmt in block {
-        match &mut stmt.kind {
-            StmtKind::Let { init: e, .. }
-            | StmtKind::Assign { value: e, .. }
-            | StmtKind::Expr(e)
-            | StmtKind::SetElement { value: e, .. }
-            | StmtKind::Return(Some(e)) => expr(e, f),
-            StmtKind::Store { ptr, value } => {
-                expr(ptr, f);
-                expr(value, f);
-            }
-            StmtKind::If {
-                cond,
-                then_body,
-                else_body,
-            } => {
-                expr(cond, f);
-                for_each_expr(then_body, f);
-                for_each_expr(else_body, f);
-            }
-            StmtKind::For {
-                start,
-                end,
-                step,
-                body,
-                ..
-            } => {
-                expr(start, f);
-                expr(end, f);
-                expr(step, f);
-                for_each_expr(body, f);
-            }
-            StmtKind::While { cond, body } => {
-                expr(cond, f);
-                for_each_expr(body, f);
-            }
-            StmtKind::Break
-            | StmtKind::Continue
-            | StmtKind::Return(None)
-            | StmtKind::Barrier
-            | StmtKind::Fence(_) => {}
-        }
-    }
-}
-
-fn expr(e: &mut ir::Expr, f: &mut dyn FnMut(&mut ir::Expr)) {
-    f(e);
-    match &mut e.kind {
-        ExprKind::Const(_)
-        | ExprKind::Var(_)
-        | ExprKind::Element { .. }
-        | ExprKind::SharedArray(_)
-        | ExprKind::Special(_) => {}
-        ExprKind::Unary(_, x)
-        | ExprKind::Cast(x)
-        | ExprKind::Bitcast(x)
-        | ExprKind::Load(x)
-        | ExprKind::Extract(x, _) => expr(x, f),
-        ExprKind::Binary(_, a, b) | ExprKind::Logical(_, a, b) => {
-            expr(a, f);
-            expr(b, f);
-        }
-        ExprKind::Offset { base, index } => {
-            expr(base, f);
-            expr(index, f);
-        }
-        ExprKind::Select(c, a, b) => {
-            expr(c, f);
-            expr(a, f);
-            expr(b, f);
-        }
-        ExprKind::VectorBuild(args)
-        | ExprKind::Builtin(_, args)
-        | ExprKind::Call(_, args)
-        | ExprKind::Intrinsic { args, .. }
-        | ExprKind::InlineAsm { args, .. } => {
-            for a in args {
-                expr(a, f);
-            }
-        }
-    }
 }
