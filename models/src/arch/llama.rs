@@ -1,13 +1,15 @@
 //! Llama (2 and 3): pre-norm blocks, SwiGLU, adjacent-pair rope with Llama 3's optional
 //! per-frequency factors (`rope_freqs.weight`), optional projection biases.
 
+use super::qwen3moe::MoeFfn;
 use super::{
     layer_tensor, pre_norm_residual, Attention, AttentionSpec, GatedFfn, Head, Loader, Transformer,
 };
 use crate::backend::{Activation, Backend, Logits, Result, RopeStyle, RopeTable};
 use crate::config::Config;
 
-/// A pre-norm decoder: `x += attn(norm(x)); x += ffn(norm(x))`. Also the body of Qwen 3.
+/// A pre-norm decoder: `x += attn(norm(x)); x += ffn(norm(x))`. Also the body of Qwen 3 and,
+/// with a mixture-of-experts FFN, of Qwen 3 MoE.
 pub struct Llama<B: Backend> {
     head: Head<B>,
     layers: Vec<Layer<B>>,
@@ -18,7 +20,22 @@ struct Layer<B: Backend> {
     attn_norm: B::Vector,
     attn: Attention<B>,
     ffn_norm: B::Vector,
-    ffn: GatedFfn<B>,
+    ffn: Ffn<B>,
+}
+
+/// The feed-forward block of a layer: one SwiGLU FFN, or routed experts.
+enum Ffn<B: Backend> {
+    Dense(GatedFfn<B>),
+    Experts(MoeFfn<B>),
+}
+
+impl<B: Backend> Ffn<B> {
+    fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
+        match self {
+            Ffn::Dense(ffn) => ffn.forward(b, x),
+            Ffn::Experts(moe) => moe.forward(b, x),
+        }
+    }
 }
 
 pub(super) fn load<B: Backend>(c: &Config, w: &Loader<B>) -> Result<Llama<B>> {
@@ -35,16 +52,18 @@ pub(super) fn load<B: Backend>(c: &Config, w: &Loader<B>) -> Result<Llama<B>> {
         c.rope_freq_scale,
         factors.as_deref(),
     );
-    Llama::load_with(c, w, rope, false)
+    Llama::load_with(c, w, rope, false, false)
 }
 
 impl<B: Backend> Llama<B> {
-    /// Loads the pre-norm body with the given rope and, if `qk_norm`, per-head QK RMSNorm.
+    /// Loads the pre-norm body with the given rope, per-head QK RMSNorm if `qk_norm`, and a
+    /// mixture-of-experts FFN in every layer if `experts`.
     pub(super) fn load_with(
         c: &Config,
         w: &Loader<B>,
         rope: RopeTable,
         qk_norm: bool,
+        experts: bool,
     ) -> Result<Self> {
         let scale = 1.0 / (c.head_dim_k as f32).sqrt();
         let layers = (0..c.n_layer)
@@ -61,7 +80,11 @@ impl<B: Backend> Llama<B> {
                     attn_norm: w.vector(&t("attn_norm"), c.n_embd)?,
                     attn: Attention::load(c, w, il, spec)?,
                     ffn_norm: w.vector(&t("ffn_norm"), c.n_embd)?,
-                    ffn: GatedFfn::load(c, w, il, Activation::Silu)?,
+                    ffn: if experts {
+                        Ffn::Experts(MoeFfn::load(c, w, il)?)
+                    } else {
+                        Ffn::Dense(GatedFfn::load(c, w, il, Activation::Silu)?)
+                    },
                 })
             })
             .collect::<Result<_>>()?;

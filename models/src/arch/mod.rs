@@ -76,8 +76,8 @@ pub(crate) fn load<B: Backend + 'static>(
         Arch::Gemma3 => Box::new(gemma3::Gemma3::load(config, w)?),
         Arch::Gemma4 => Box::new(gemma4::Gemma4::load(config, w)?),
         Arch::Llama => Box::new(llama::load(config, w)?),
-        Arch::Qwen3 => Box::new(qwen3::load(config, w)?),
-        Arch::Qwen3Moe => Box::new(qwen3moe::Qwen3Moe::load(config, w)?),
+        Arch::Qwen3 => Box::new(qwen3::load(config, w, false)?),
+        Arch::Qwen3Moe => Box::new(qwen3::load(config, w, true)?),
         Arch::Qwen35 | Arch::Qwen35Moe => Box::new(qwen35::Qwen35::load(config, w)?),
     })
 }

@@ -6,7 +6,8 @@ use super::Loader;
 use crate::backend::{Backend, Result, RopeStyle, RopeTable};
 use crate::config::Config;
 
-pub(super) fn load<B: Backend>(c: &Config, w: &Loader<B>) -> Result<Llama<B>> {
+/// Loads Qwen 3, or with `experts` Qwen 3 MoE (the same body with an expert FFN per layer).
+pub(super) fn load<B: Backend>(c: &Config, w: &Loader<B>, experts: bool) -> Result<Llama<B>> {
     let rope = RopeTable::new(
         RopeStyle::Neox,
         c.n_rot,
@@ -14,5 +15,5 @@ pub(super) fn load<B: Backend>(c: &Config, w: &Loader<B>) -> Result<Llama<B>> {
         c.rope_freq_scale,
         None,
     );
-    Llama::load_with(c, w, rope, true)
+    Llama::load_with(c, w, rope, true, experts)
 }

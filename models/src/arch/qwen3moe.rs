@@ -1,27 +1,12 @@
-//! Qwen 3 MoE (Qwen3-30B-A3B, 235B-A22B): Qwen 3's attention (per-head QK RMSNorm, NeoX rope)
-//! with a mixture-of-experts FFN in every layer: softmax over all experts, the top
-//! `expert_used_count` kept and renormalized to sum to one, SwiGLU experts, no shared expert.
+//! Qwen 3 MoE (Qwen3-30B-A3B, 235B-A22B) is Qwen 3's body (see qwen3.rs) with a mixture-of-experts
+//! FFN in every layer: softmax over all experts, the top `expert_used_count` kept and
+//! renormalized to sum to one, SwiGLU experts, no shared expert. This file holds that FFN, which
+//! Qwen 3.5 MoE reuses with its gated shared expert.
 
-use super::{
-    layer_tensor, load_experts, pre_norm_residual, Attention, AttentionSpec, GatedFfn, Head,
-    Loader, Transformer,
-};
-use crate::backend::{Activation, Backend, Gating, Logits, Result, RopeStyle, RopeTable, Router};
+use super::{layer_tensor, load_experts, GatedFfn, Loader};
+use crate::backend::{Activation, Backend, Gating, Result, Router};
 use crate::config::Config;
 use crate::forward::ModelError;
-
-pub struct Qwen3Moe<B: Backend> {
-    head: Head<B>,
-    layers: Vec<Layer<B>>,
-    eps: f32,
-}
-
-struct Layer<B: Backend> {
-    attn_norm: B::Vector,
-    attn: Attention<B>,
-    ffn_norm: B::Vector,
-    moe: MoeFfn<B>,
-}
 
 /// A mixture-of-experts FFN with its router projection: `experts(x) + shared(x)`.
 pub(super) struct MoeFfn<B: Backend> {
@@ -72,53 +57,5 @@ impl<B: Backend> MoeFfn<B> {
             b.add(&mut y, &s)?;
         }
         Ok(y)
-    }
-}
-
-impl<B: Backend> Qwen3Moe<B> {
-    pub fn load(c: &Config, w: &Loader<B>) -> Result<Self> {
-        let rope = RopeTable::new(
-            RopeStyle::Neox,
-            c.n_rot,
-            c.rope_base,
-            c.rope_freq_scale,
-            None,
-        );
-        let scale = 1.0 / (c.head_dim_k as f32).sqrt();
-        let layers = (0..c.n_layer)
-            .map(|il| {
-                let spec = AttentionSpec {
-                    rope: rope.clone(),
-                    window: None,
-                    qk_norm: true,
-                    gemma4_values: false,
-                    scale,
-                };
-                Ok(Layer {
-                    attn_norm: w.vector(&layer_tensor(il, "attn_norm"), c.n_embd)?,
-                    attn: Attention::load(c, w, il, spec)?,
-                    ffn_norm: w.vector(&layer_tensor(il, "ffn_norm"), c.n_embd)?,
-                    moe: MoeFfn::load(c, w, il)?,
-                })
-            })
-            .collect::<Result<_>>()?;
-        Ok(Self {
-            head: Head::load(c, w, 1.0)?,
-            layers,
-            eps: c.rms_eps,
-        })
-    }
-}
-
-impl<B: Backend> Transformer<B> for Qwen3Moe<B> {
-    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>> {
-        let mut x = self.head.embed(b, tokens)?;
-        for (il, l) in self.layers.iter().enumerate() {
-            pre_norm_residual(b, &mut x, &l.attn_norm, self.eps, |b, h| {
-                l.attn.forward(b, h, start, il)
-            })?;
-            pre_norm_residual(b, &mut x, &l.ffn_norm, self.eps, |b, h| l.moe.forward(b, h))?;
-        }
-        self.head.logits(b, &x, which)
     }
 }
