@@ -93,8 +93,8 @@ enum BaselineKey {
     CopyBytes(u64),
 }
 
-struct Bench<'d> {
-    registry: Registry<'d>,
+struct Bench {
+    registry: Registry,
     stream: Stream,
     l2_bytes: u64,
     blas: Option<Blas>,
@@ -163,7 +163,7 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-impl Bench<'_> {
+impl Bench {
     fn row(&mut self, name: &str, spec: &Spec, shape: &Shape) -> Row {
         let inputs = harness::random_inputs(spec, shape);
         let kernel = self.time_kernel(name, spec, shape, &inputs);

@@ -91,7 +91,7 @@ pub fn run(args: &Args) -> Result<()> {
         .with_context(|| format!("loading {} on the GPU", args.model.display()))?;
     let mut cpu = Model::from_gguf(&gguf).with_context(context)?;
     println!(
-        "{}: {} on {}, {} prompt tokens, {} decode steps (GPU matmuls: cuBLAS f16 fallback)",
+        "{}: {} on {}, {} prompt tokens, {} decode steps",
         args.model.display(),
         cpu.config().arch.name(),
         device.props().name,

@@ -85,11 +85,11 @@ fn table(s: &Summary) -> String {
     out
 }
 
-fn human_bytes(n: u64) -> String {
+pub fn human_bytes(n: u64) -> String {
     scaled(n, 1024.0, &["B", "KiB", "MiB", "GiB", "TiB"])
 }
 
-fn human_count(n: u64) -> String {
+pub fn human_count(n: u64) -> String {
     scaled(n, 1000.0, &["", "K", "M", "B", "T"])
 }
 

@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -17,7 +18,7 @@ use zinc_runtime::Device;
 use crate::gpu::{Gpu, GpuError};
 
 /// Where scripts/fetch-gemma3-270m.sh puts the project's default model.
-const DEFAULT_MODEL: &str = ".models/gemma-3-270m-q4_k_m.gguf";
+pub const DEFAULT_MODEL: &str = ".models/gemma-3-270m-q4_k_m.gguf";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -28,6 +29,9 @@ pub struct Args {
     /// KV cache positions on the GPU.
     #[arg(long, default_value_t = 4096)]
     ctx: usize,
+    /// Prefill the prompt in chunks of this many tokens.
+    #[arg(long, default_value_t = 512)]
+    ubatch: usize,
     /// The GGUF model [default: .models/gemma-3-270m-q4_k_m.gguf].
     #[arg(short = 'm', long = "model")]
     model: Option<PathBuf>,
@@ -77,8 +81,11 @@ pub fn run(args: &Args) -> Result<()> {
     if ids.len() > 1 && ids[0] == ids[1] && Some(ids[0]) == tokenizer.bos() {
         ids.remove(0);
     }
-    match gpu_model(args, &gguf).with_context(context)? {
-        Some(mut model) => generate(&mut model, &tokenizer, &ids, args),
+    if args.ubatch == 0 {
+        bail!("--ubatch must be at least 1");
+    }
+    match gpu_model(&gguf, args.ctx, args.cpu).with_context(context)? {
+        Some((mut model, _)) => generate(&mut model, &tokenizer, &ids, args),
         None => {
             let mut model = Model::from_gguf(&gguf).with_context(context)?;
             generate(&mut model, &tokenizer, &ids, args)
@@ -86,19 +93,20 @@ pub fn run(args: &Args) -> Result<()> {
     }
 }
 
-/// The model on the first GPU, or `None` (with a note on stderr) where it runs on the CPU:
-/// `--cpu`, no GPU, or an architecture the GPU backend does not run yet.
-fn gpu_model(args: &Args, gguf: &Gguf) -> Result<Option<Model<Gpu>>> {
-    if args.cpu {
+/// The model on the first GPU with a KV cache of `ctx` positions, and the GPU's name; or
+/// `None` (with a note on stderr) where it runs on the CPU: `cpu`, no GPU, or an architecture
+/// the GPU backend does not run yet.
+pub fn gpu_model(gguf: &Gguf, ctx: usize, cpu: bool) -> Result<Option<(Model<Gpu>, String)>> {
+    if cpu {
         return Ok(None);
     }
     if Device::count().unwrap_or(0) == 0 {
         eprintln!("zinc: no GPU found; running on the CPU reference");
         return Ok(None);
     }
-    let device = Device::new(0)?;
-    match Model::with_backend(gguf, |c| Ok(Gpu::new(&device, c, args.ctx)?)) {
-        Ok(model) => Ok(Some(model)),
+    let device = Arc::new(Device::new(0)?);
+    match Model::with_backend(gguf, |c| Ok(Gpu::new(&device, c, ctx)?)) {
+        Ok(model) => Ok(Some((model, device.props().name.clone()))),
         Err(ModelError::Backend(e))
             if matches!(e.downcast_ref(), Some(GpuError::UnsupportedArch(_))) =>
         {
@@ -123,7 +131,7 @@ fn generate<B: Backend + 'static>(
         seed: args.seed,
     });
     let start = Instant::now();
-    let mut logits = model.forward(ids, 0)?;
+    let mut logits = prefill(model, ids, args.ubatch)?;
     let prefill = start.elapsed();
 
     let mut out = std::io::stdout().lock();
@@ -153,6 +161,19 @@ fn generate<B: Backend + 'static>(
         decoded as f64 / decode.as_secs_f64().max(f64::MIN_POSITIVE),
     );
     Ok(())
+}
+
+/// Runs `ids` from position 0 in chunks of `ubatch` tokens; the logits of the last one.
+pub fn prefill<B: Backend + 'static>(
+    model: &mut Model<B>,
+    ids: &[u32],
+    ubatch: usize,
+) -> Result<Vec<f32>> {
+    let mut logits = Vec::new();
+    for (i, chunk) in ids.chunks(ubatch).enumerate() {
+        logits = model.forward(chunk, i * ubatch)?;
+    }
+    Ok(logits)
 }
 
 /// `prompt` as the one user turn of the model's chat template, ready for the reply.

@@ -2,6 +2,7 @@
 //! device buffers for one shape, launched in the layout of [`crate::specs`].
 
 use std::fmt::Display;
+use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
 use rand::rngs::SmallRng;
@@ -15,12 +16,12 @@ use crate::registry::Registry;
 use crate::specs::{Elem, Shape, Spec};
 
 /// Opens GPU 0. Errors stay one line ("no CUDA driver ...").
-pub fn open_device() -> Result<Device> {
-    Device::new(0).map_err(one_line)
+pub fn open_device() -> Result<Arc<Device>> {
+    Device::new(0).map(Arc::new).map_err(one_line)
 }
 
-pub fn open_registry(device: &Device) -> Result<Registry<'_>> {
-    Registry::new(device).map_err(one_line)
+pub fn open_registry(device: &Arc<Device>) -> Result<Registry> {
+    Registry::new(device.clone()).map_err(one_line)
 }
 
 /// An error as a single line, without anyhow's "Caused by" list.

@@ -2,6 +2,7 @@
 //! with a clap `Args` struct and a `run` function.
 
 mod cmd_bench;
+mod cmd_bench_model;
 mod cmd_check_model;
 mod cmd_devices;
 mod cmd_info;
@@ -37,6 +38,8 @@ enum Command {
     Synth(cmd_synth::Args),
     /// Generate text from a prompt.
     Run(cmd_run::Args),
+    /// Measure a model's prefill and generation throughput (llama-bench style).
+    Bench(cmd_bench_model::Args),
     /// Compare a model's logits on the GPU with the CPU reference.
     CheckModel(cmd_check_model::Args),
     /// List the GPUs and their properties.
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Info(args) => cmd_info::run(&args),
         Command::Synth(args) => cmd_synth::run(&args),
         Command::Run(args) => cmd_run::run(&args),
+        Command::Bench(args) => cmd_bench_model::run(&args),
         Command::CheckModel(args) => cmd_check_model::run(&args),
         Command::Devices => cmd_devices::run(),
         Command::Selftest(args) => cmd_selftest::run(&args),

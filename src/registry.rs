@@ -104,14 +104,14 @@ pub fn select_arch<'a>(cc: (u32, u32), embedded: &[&'a str]) -> Option<&'a str> 
 }
 
 /// The kernels for one device, loaded on first use and cached.
-pub struct Registry<'d> {
-    device: &'d Device,
+pub struct Registry {
+    device: Arc<Device>,
     arch: &'static EmbeddedArch,
     loaded: Mutex<HashMap<&'static str, Arc<Kernel>>>,
 }
 
-impl<'d> Registry<'d> {
-    pub fn new(device: &'d Device) -> Result<Self, RegistryError> {
+impl Registry {
+    pub fn new(device: Arc<Device>) -> Result<Self, RegistryError> {
         let props = device.props();
         let arch = arch_for(props.compute_capability).ok_or_else(|| RegistryError::NoArch {
             device: props.arch(),

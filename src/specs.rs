@@ -115,6 +115,11 @@ pub const SPECS: &[Spec] = &[
     spec("rope_f32", Op::Rope, Elem::F32, Elem::F32),
     // An f16 table, then u32 token ids.
     spec("embed_f16", Op::Embed, Elem::F16, Elem::F32),
+    // u32 token ids, then a quantized table.
+    quant("embed_q4k", Op::Embed, GgmlType::Q4_K, Elem::F32),
+    quant("embed_q6k", Op::Embed, GgmlType::Q6_K, Elem::F32),
+    quant("embed_q8_0", Op::Embed, GgmlType::Q8_0, Elem::F32),
+    quant("embed_q5_0", Op::Embed, GgmlType::Q5_0, Elem::F32),
     spec("copy_f32", Op::Copy, Elem::F32, Elem::F32),
     spec("add_bias_f32", Op::AddBias, Elem::F32, Elem::F32),
     spec("scale_f32", Op::Scale, Elem::F32, Elem::F32),
@@ -266,11 +271,15 @@ impl Spec {
                 &[16, 512, 256, 256, 1],
                 &[32, 1, 128, 64, 1],
             ],
+            // Odd widths for the f16 table; quantized ones take whole blocks (Gemma 3 270M's 640
+            // is 20 blocks of 32).
             Op::Embed => &[
                 &[7, 1, 1],
                 &[7, 4, 300],
+                &[5, 3, 256],
                 &[32000, 512, 4096],
                 &[49152, 1, 576],
+                &[32768, 7, 640],
             ],
             Op::Copy => &[
                 &[0, 0, 1],
@@ -313,7 +322,7 @@ impl Spec {
                 &[2, 2, 71, 70, 0],
                 &[1, 2, 300, 260, 1],
             ],
-            Op::Embed => &[&[7, 4, 300], &[5, 1, 1]],
+            Op::Embed => &[&[7, 4, 300], &[5, 1, 1], &[9, 3, 512], &[4, 2, 96]],
             Op::Copy => &[&[0, 0, 1], &[100, 50, 300]],
             Op::AddBias => &[&[1, 1], &[3, 200]],
         }
@@ -396,6 +405,7 @@ impl Spec {
                 (d[1] * d[3] / 2, 1.0),
                 (d[1] * d[3] / 2, 1.0),
             ],
+            Op::Embed if self.weight.is_some() => vec![(d[1], d[0] as f32), (d[0] * d[2], 1.0)],
             Op::Embed => vec![(d[0] * d[2], 1.0), (d[1], d[0] as f32)],
             Op::Copy => vec![(d[0] + d[2], 1.0)],
             Op::AddBias => vec![(d[0] * d[1], 1.0), (d[1], 1.0)],
@@ -405,10 +415,10 @@ impl Spec {
     }
 
     /// The element type of input `i`: the quantized weight aside (see `weight`), `input` but for
-    /// the embedding's token ids.
+    /// the embedding's token ids (after the table, or first when the table is quantized).
     pub fn input_elem(&self, i: usize) -> Elem {
-        match (self.op, i) {
-            (Op::Embed, 1) => Elem::U32,
+        match (self.op, i, self.weight) {
+            (Op::Embed, 1, None) | (Op::Embed, 0, Some(_)) => Elem::U32,
             _ => self.input,
         }
     }
@@ -515,7 +525,14 @@ impl Spec {
             }
             Op::Rope => reference::rope(&inputs[0], &inputs[1], &inputs[2], d[0], d[2], d[4] == 1),
             Op::Embed => {
-                reference::embed(&inputs[0], &inputs[1], d[2], f64::from(embed_scale(d[2])))
+                let scale = f64::from(embed_scale(d[2]));
+                match self.weight {
+                    Some(ty) => {
+                        let table = reference::dequantized(ty, &inputs[1]);
+                        reference::embed(&table, &inputs[0], d[2], scale)
+                    }
+                    None => reference::embed(&inputs[0], &inputs[1], d[2], scale),
+                }
             }
             // NaN: elements before y_off, which the kernel must leave alone.
             Op::Copy => std::iter::repeat_n(f64::NAN, d[1])
@@ -564,7 +581,13 @@ impl Spec {
         match self.op {
             Op::Gemm => Cost::Flops(2.0 * d[0] as f64 * d[1] as f64 * d[2] as f64),
             // Only the gathered rows of the table are read.
-            Op::Embed => Cost::Bytes((d[1] * (d[2] * 2 + 4)) as f64 + out),
+            Op::Embed => {
+                let row = match self.weight {
+                    Some(ty) => d[2] / ty.block_size() * ty.type_size(),
+                    None => d[2] * 2,
+                };
+                Cost::Bytes((d[1] * (row + 4)) as f64 + out)
+            }
             // n elements each way; the rest of x and y is not touched.
             Op::Copy => Cost::Bytes(8.0 * d[2] as f64),
             _ => Cost::Bytes(self.input_bytes(s) as f64 + out),

@@ -48,7 +48,7 @@ pub use module::Kernel;
 pub use pool::{size_class, ActivationPool, SizeClassPool};
 pub use signature::{KernelSignature, Param, ParamKind, SignatureError};
 pub use stream::Stream;
-pub use timing::{median, time_median_ms};
+pub use timing::{median, time_median_ms, Event};
 
 /// Re-exported so callers can reach what this crate does not wrap.
 pub use cudarc;

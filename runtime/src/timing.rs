@@ -58,6 +58,32 @@ pub fn time_median_ms(
     Ok(median(&mut samples))
 }
 
+/// A point in a stream's queued work; two of them time the work between.
+pub struct Event(cudarc::driver::CudaEvent);
+
+impl Stream {
+    /// An event recorded now, after everything queued so far.
+    pub fn record(&self) -> Result<Event> {
+        let event = self
+            .inner
+            .context()
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .during("creating a timing event")?;
+        event.record(&self.inner).during("recording an event")?;
+        Ok(Event(event))
+    }
+}
+
+impl Event {
+    /// Milliseconds of GPU time from `start` to this event; waits for this one to complete.
+    pub fn ms_since(&self, start: &Event) -> Result<f32> {
+        start
+            .0
+            .elapsed_ms(&self.0)
+            .during("reading an event timing")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::median;

@@ -4,13 +4,18 @@
 //! Supported today: the dense architectures (llama, qwen3, gemma3, dense gemma4). Mixture of
 //! experts and the gated delta net are refused at load with [`GpuError::Unsupported`].
 //!
-//! TEMPORARY FALLBACK, not zinc's kernel: every matrix is dequantized to f16 once at load (on
-//! the CPU, with `zinc_models::quant`) and multiplied by cuBLAS (`Blas::gemm_f16`), until the
-//! fused quantized GEMMs land (issue 5). Nothing measured on this path is a zinc GEMM figure.
+//! Weights stay in their GGUF blocks on the device for the types with kernels (Q4_K, Q6_K, Q8_0,
+//! Q5_0; see [`dispatch`]); other types are dequantized to f16 on the host at load. Products of
+//! up to [`dispatch::MATVEC_MAX_T`] tokens run the quantized matvecs; longer ones dequantize the
+//! matrix into a scratch f16 buffer and run zinc's f16 tensor-core GEMM, until the fused
+//! quantized GEMMs (issue 5) replace that step.
 
+mod dispatch;
 #[cfg(test)]
 mod tests;
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -22,8 +27,9 @@ use zinc_models::backend::{
 };
 use zinc_models::config::Config;
 use zinc_models::forward::ModelError;
+use zinc_models::quant::GgmlType;
 use zinc_runtime::half::f16;
-use zinc_runtime::{Arg, Blas, Device, DeviceBuffer, Grid, Kernel, RuntimeError, Stream};
+use zinc_runtime::{Arg, Device, DeviceBuffer, Event, Grid, Kernel, RuntimeError, Stream};
 
 use crate::registry::{Registry, RegistryError};
 
@@ -103,12 +109,22 @@ impl Kernels {
     }
 }
 
-/// A weight matrix `[out][in]` in f16 (the temporary dequantized form, see the module docs).
+/// A weight matrix `[out][in]` on the device.
 pub struct Matrix {
-    w: DeviceBuffer<f16>,
+    w: Weights,
     out_dim: usize,
     in_dim: usize,
     bias: Option<DeviceBuffer<f32>>,
+}
+
+enum Weights {
+    /// The GGUF blocks as little-endian u32 words (the last one zero-padded).
+    Quant {
+        ty: GgmlType,
+        blocks: DeviceBuffer<u32>,
+    },
+    /// Dequantized on the host: a type without device kernels.
+    F16(DeviceBuffer<f16>),
 }
 
 /// One layer's keys and values for positions `0..capacity`, and how many are valid.
@@ -118,19 +134,71 @@ struct LayerCache {
     len: usize,
 }
 
-/// The GPU backend of one model: kernels, cuBLAS handle and the KV cache.
+/// The GPU backend of one model: kernels and the KV cache.
 pub struct Gpu {
-    stream: Stream,
-    blas: Blas,
+    queue: Queue,
+    /// The kernels chosen by shape (matvec and GEMM variants, per weight type), loaded on first
+    /// use.
+    registry: Registry,
     kernels: Kernels,
     cache: Vec<LayerCache>,
     capacity: usize,
 }
 
+/// The stream the backend queues its work on, and the profile being recorded, if any.
+struct Queue {
+    stream: Stream,
+    /// While profiling: every launch's kernel name and the events around it.
+    profile: RefCell<Option<Vec<(String, Event, Event)>>>,
+}
+
+impl Queue {
+    fn launch(&self, kernel: &Kernel, args: &mut [Arg<'_>]) -> Result<()> {
+        let mut profile = self.profile.borrow_mut();
+        let Some(spans) = profile.as_mut() else {
+            kernel.launch(&self.stream, Grid::Auto, args).gpu()?;
+            return Ok(());
+        };
+        let start = self.stream.record().gpu()?;
+        kernel.launch(&self.stream, Grid::Auto, args).gpu()?;
+        let end = self.stream.record().gpu()?;
+        spans.push((kernel.signature().name.clone(), start, end));
+        Ok(())
+    }
+
+    /// `x[x_off..x_off + n]` into `y[y_off..]`.
+    fn copy(
+        &self,
+        kernel: &Kernel,
+        x: &DeviceBuffer<f32>,
+        x_off: usize,
+        y: &mut DeviceBuffer<f32>,
+        y_off: usize,
+        n: usize,
+    ) -> Result<()> {
+        self.launch(
+            kernel,
+            &mut [
+                x.into(),
+                y.into(),
+                u32_arg(x_off)?,
+                u32_arg(y_off)?,
+                u32_arg(n)?,
+            ],
+        )
+    }
+}
+
+/// GPU time by kernel over a profiled stretch of work.
+pub struct KernelTimes {
+    /// Kernel name (variants folded into their kernel) -> (launches, total milliseconds).
+    pub by_kernel: BTreeMap<String, (usize, f64)>,
+}
+
 impl Gpu {
     /// A backend on `device` for `config`, with a KV cache of `max_positions` positions.
     pub fn new(
-        device: &Device,
+        device: &Arc<Device>,
         config: &Config,
         max_positions: usize,
     ) -> std::result::Result<Self, GpuError> {
@@ -142,8 +210,8 @@ impl Gpu {
             return Err(GpuError::UnsupportedArch(config.arch.name().into()));
         }
         let stream = device.default_stream();
-        let kernels = Kernels::load(&Registry::new(device)?)?;
-        let blas = Blas::new(&stream)?;
+        let registry = Registry::new(device.clone())?;
+        let kernels = Kernels::load(&registry)?;
         let capacity = max_positions.min(config.context_length);
         let cache = (0..config.n_layer)
             .map(|il| {
@@ -156,20 +224,51 @@ impl Gpu {
             })
             .collect::<std::result::Result<_, RuntimeError>>()?;
         Ok(Self {
-            stream,
-            blas,
+            queue: Queue {
+                stream,
+                profile: RefCell::new(None),
+            },
+            registry,
             kernels,
             cache,
             capacity,
         })
     }
 
+    /// Starts recording events around every launch (the first launches of a stretch are then
+    /// spaced by the event records: a few microseconds each).
+    pub fn start_profile(&self) {
+        *self.queue.profile.borrow_mut() = Some(Vec::new());
+    }
+
+    /// Stops recording and sums the GPU time of each kernel since [`Gpu::start_profile`].
+    pub fn finish_profile(&self) -> std::result::Result<KernelTimes, GpuError> {
+        let spans = self.queue.profile.borrow_mut().take().unwrap_or_default();
+        let mut by_kernel = BTreeMap::new();
+        for (name, start, end) in spans {
+            let entry = by_kernel.entry(name).or_insert((0, 0.0));
+            entry.0 += 1;
+            entry.1 += f64::from(end.ms_since(&start)?);
+        }
+        Ok(KernelTimes { by_kernel })
+    }
+
     fn launch(&self, kernel: &Kernel, args: &mut [Arg<'_>]) -> Result<()> {
-        launch(&self.stream, kernel, args)
+        self.queue.launch(kernel, args)
+    }
+
+    fn kernel(&self, name: &str) -> Result<Arc<Kernel>> {
+        self.registry.kernel(name).gpu()
+    }
+
+    /// `{family}_{type}`, e.g. `dequant_q4k`.
+    fn quant_kernel(&self, family: &str, ty: GgmlType) -> Result<Arc<Kernel>> {
+        let suffix = dispatch::quant_suffix(ty).expect("quantized weights have kernels");
+        self.kernel(&format!("{family}_{suffix}"))
     }
 
     fn alloc(&self, len: usize) -> Result<DeviceBuffer<f32>> {
-        self.stream.alloc(len).gpu()
+        self.queue.stream.alloc(len).gpu()
     }
 
     /// `x = kernel(x, c)` for an element-wise kernel `(x, y, c, n)`.
@@ -204,34 +303,6 @@ impl Gpu {
     }
 }
 
-fn launch(stream: &Stream, kernel: &Kernel, args: &mut [Arg<'_>]) -> Result<()> {
-    kernel.launch(stream, Grid::Auto, args).gpu()?;
-    Ok(())
-}
-
-/// `x[x_off..x_off + n]` into `y[y_off..]`.
-fn copy(
-    stream: &Stream,
-    kernel: &Kernel,
-    x: &DeviceBuffer<f32>,
-    x_off: usize,
-    y: &mut DeviceBuffer<f32>,
-    y_off: usize,
-    n: usize,
-) -> Result<()> {
-    launch(
-        stream,
-        kernel,
-        &mut [
-            x.into(),
-            y.into(),
-            u32_arg(x_off)?,
-            u32_arg(y_off)?,
-            u32_arg(n)?,
-        ],
-    )
-}
-
 /// A size as the kernels' u32 scalar, refusing what does not fit.
 fn u32_arg(v: usize) -> Result<Arg<'static>> {
     u32::try_from(v)
@@ -246,17 +317,37 @@ impl Backend for Gpu {
     type Experts = Infallible;
 
     fn matrix(&self, m: HostMatrix<'_>, bias: Option<Vec<f32>>) -> Result<Matrix> {
-        let w: Vec<f16> = m.to_f32()?.into_iter().map(f16::from_f32).collect();
+        let w = if dispatch::has_kernels(m.ty) {
+            let words: Vec<u32> = m
+                .data
+                .chunks(4)
+                .map(|c| {
+                    let mut word = [0u8; 4];
+                    word[..c.len()].copy_from_slice(c);
+                    u32::from_le_bytes(word)
+                })
+                .collect();
+            Weights::Quant {
+                ty: m.ty,
+                blocks: self.queue.stream.upload(&words).gpu()?,
+            }
+        } else {
+            let w: Vec<f16> = m.to_f32()?.into_iter().map(f16::from_f32).collect();
+            Weights::F16(self.queue.stream.upload(&w).gpu()?)
+        };
         Ok(Matrix {
-            w: self.stream.upload(&w).gpu()?,
+            w,
             out_dim: m.rows,
             in_dim: m.cols,
-            bias: bias.map(|b| self.stream.upload(&b)).transpose().gpu()?,
+            bias: bias
+                .map(|b| self.queue.stream.upload(&b))
+                .transpose()
+                .gpu()?,
         })
     }
 
     fn vector(&self, v: Vec<f32>) -> Result<DeviceBuffer<f32>> {
-        self.stream.upload(&v).gpu()
+        self.queue.stream.upload(&v).gpu()
     }
 
     fn experts(&self, _: HostExperts<'_>, _: Activation) -> Result<Infallible> {
@@ -276,34 +367,79 @@ impl Backend for Gpu {
     }
 
     fn embed(&self, table: &Matrix, tokens: &[u32], scale: f32) -> Result<DeviceBuffer<f32>> {
-        let ids = self.stream.upload(tokens).gpu()?;
+        let ids = self.queue.stream.upload(tokens).gpu()?;
         let mut y = self.alloc(tokens.len() * table.in_dim)?;
-        self.launch(
-            &self.kernels.embed,
-            &mut [
-                (&table.w).into(),
-                (&ids).into(),
-                (&mut y).into(),
-                u32_arg(tokens.len())?,
-                u32_arg(table.in_dim)?,
-                scale.into(),
-            ],
-        )?;
+        let n_tokens = u32_arg(tokens.len())?;
+        let cols = u32_arg(table.in_dim)?;
+        match &table.w {
+            Weights::Quant { ty, blocks } => self.launch(
+                &*self.quant_kernel("embed", *ty)?,
+                &mut [
+                    (&ids).into(),
+                    blocks.into(),
+                    (&mut y).into(),
+                    n_tokens,
+                    cols,
+                    scale.into(),
+                ],
+            )?,
+            Weights::F16(w) => self.launch(
+                &self.kernels.embed,
+                &mut [
+                    w.into(),
+                    (&ids).into(),
+                    (&mut y).into(),
+                    n_tokens,
+                    cols,
+                    scale.into(),
+                ],
+            )?,
+        }
         Ok(y)
     }
 
     fn matmul(&self, x: &DeviceBuffer<f32>, w: &Matrix) -> Result<DeviceBuffer<f32>> {
         let t = x.len() / w.in_dim;
-        let mut xh = self.stream.alloc::<f16>(x.len()).gpu()?;
-        self.launch(
-            &self.kernels.to_f16,
-            &mut [x.into(), (&mut xh).into(), u32_arg(x.len())?],
-        )?;
-        let mut y = self.alloc(t * w.out_dim)?;
-        // The temporary cuBLAS fallback (module docs).
-        self.blas
-            .gemm_f16(t, w.out_dim, w.in_dim, &xh, &w.w, &mut y)
-            .gpu()?;
+        let (n, k) = (w.out_dim, w.in_dim);
+        let mut y = self.alloc(t * n)?;
+        let dims = |t| -> Result<[Arg<'static>; 3]> { Ok([u32_arg(t)?, u32_arg(n)?, u32_arg(k)?]) };
+        match &w.w {
+            Weights::Quant { ty, blocks } if t <= dispatch::MATVEC_MAX_T => {
+                let kernel = self.kernel(&dispatch::matvec(*ty, t, n, k))?;
+                let [t, n, k] = dims(t)?;
+                self.launch(
+                    &kernel,
+                    &mut [x.into(), blocks.into(), (&mut y).into(), t, n, k],
+                )?;
+            }
+            weights => {
+                let mut xh = self.queue.stream.alloc::<f16>(x.len()).gpu()?;
+                self.launch(
+                    &self.kernels.to_f16,
+                    &mut [x.into(), (&mut xh).into(), u32_arg(x.len())?],
+                )?;
+                let scratch;
+                let wh = match weights {
+                    Weights::F16(wh) => wh,
+                    Weights::Quant { ty, blocks } => {
+                        // The stopgap of the module docs: a transient f16 copy of the matrix.
+                        let mut wh = self.queue.stream.alloc::<f16>(n * k).gpu()?;
+                        let [n, k] = [u32_arg(n)?, u32_arg(k)?];
+                        self.launch(
+                            &*self.quant_kernel("dequant", *ty)?,
+                            &mut [blocks.into(), (&mut wh).into(), n, k],
+                        )?;
+                        scratch = wh;
+                        &scratch
+                    }
+                };
+                let [t, n, k] = dims(t)?;
+                self.launch(
+                    &*self.kernel(dispatch::gemm_f16(x.len() / w.in_dim))?,
+                    &mut [(&xh).into(), wh.into(), (&mut y).into(), t, n, k],
+                )?;
+            }
+        }
         let Some(b) = &w.bias else { return Ok(y) };
         let mut with_bias = self.alloc(y.len())?;
         self.launch(
@@ -335,7 +471,7 @@ impl Backend for Gpu {
         eps: f32,
     ) -> Result<DeviceBuffer<f32>> {
         // A unit weight: multiplying by 1.0 is exact, so this equals a weightless norm.
-        let ones = self.stream.upload(&vec![1f32; width]).gpu()?;
+        let ones = self.queue.stream.upload(&vec![1f32; width]).gpu()?;
         self.norm(x, &ones, eps)
     }
 
@@ -358,8 +494,8 @@ impl Backend for Gpu {
             sin.extend(s);
             cos.extend(c);
         }
-        let sin = self.stream.upload(&sin).gpu()?;
-        let cos = self.stream.upload(&cos).gpu()?;
+        let sin = self.queue.stream.upload(&sin).gpu()?;
+        let cos = self.queue.stream.upload(&cos).gpu()?;
         let neox = u32::from(rope.style() == RopeStyle::Neox);
         let mut y = self.alloc(x.len())?;
         self.launch(
@@ -402,7 +538,7 @@ impl Backend for Gpu {
             .into());
         }
         let Self {
-            stream,
+            queue,
             kernels,
             cache,
             ..
@@ -410,9 +546,8 @@ impl Backend for Gpu {
         let cache = &mut cache[layer];
         debug_assert_eq!(cache.len, start, "the model truncates the cache first");
         let k_off = start * p.n_head_kv * p.head_dim_k;
-        copy(stream, &kernels.copy, k, 0, &mut cache.k, k_off, k.len())?;
-        copy(
-            stream,
+        queue.copy(&kernels.copy, k, 0, &mut cache.k, k_off, k.len())?;
+        queue.copy(
             &kernels.copy,
             v,
             0,
@@ -421,9 +556,11 @@ impl Backend for Gpu {
             v.len(),
         )?;
         cache.len = needed;
-        let mut o = stream.alloc(n_tokens * p.n_head * p.head_dim_v).gpu()?;
-        launch(
-            stream,
+        let mut o = queue
+            .stream
+            .alloc(n_tokens * p.n_head * p.head_dim_v)
+            .gpu()?;
+        queue.launch(
             &kernels.attention,
             &mut [
                 q.into(),
@@ -487,15 +624,8 @@ impl Backend for Gpu {
 
     fn last_row(&self, x: &DeviceBuffer<f32>, width: usize) -> Result<DeviceBuffer<f32>> {
         let mut y = self.alloc(width)?;
-        copy(
-            &self.stream,
-            &self.kernels.copy,
-            x,
-            x.len() - width,
-            &mut y,
-            0,
-            width,
-        )?;
+        self.queue
+            .copy(&self.kernels.copy, x, x.len() - width, &mut y, 0, width)?;
         Ok(y)
     }
 
@@ -518,6 +648,6 @@ impl Backend for Gpu {
     }
 
     fn to_host(&self, x: &DeviceBuffer<f32>) -> Result<Vec<f32>> {
-        self.stream.download(x).gpu()
+        self.queue.stream.download(x).gpu()
     }
 }
