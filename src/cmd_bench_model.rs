@@ -19,7 +19,7 @@ use zinc_models::summary::summary;
 
 use crate::cmd_info::{human_bytes, human_count};
 use crate::cmd_run::{gpu_model, prefill, DEFAULT_MODEL};
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, KernelTimes};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -199,7 +199,11 @@ fn bench<B: Backend + 'static>(
     Ok(results)
 }
 
-/// One prefill of the first prompt length with every kernel timed: where the time goes.
+/// Steps of generation profiled after the prefill.
+const PROFILED_STEPS: usize = 32;
+
+/// Every kernel timed during one prefill of the first prompt length, then during
+/// [`PROFILED_STEPS`] generation steps after it: where the time goes.
 fn profile(model: &mut Model<Gpu>, args: &Args) -> Result<()> {
     let n = args
         .n_prompt
@@ -208,22 +212,40 @@ fn profile(model: &mut Model<Gpu>, args: &Args) -> Result<()> {
         .filter(|&n| n > 0)
         .unwrap_or(512);
     let n_vocab = model.config().n_vocab as u32;
-    let ids: Vec<u32> = (0..n as u32).map(|i| i * 7919 % n_vocab).collect();
+    let ids: Vec<u32> = (0..(n + PROFILED_STEPS) as u32)
+        .map(|i| i * 7919 % n_vocab)
+        .collect();
     model.reset();
-    prefill(model, &ids, args.ubatch)?;
+    prefill(model, &ids[..n], args.ubatch)?;
     model.reset();
     model.backend().start_profile();
     let start = Instant::now();
-    prefill(model, &ids, args.ubatch)?;
-    let wall_ms = start.elapsed().as_secs_f64() * 1e3;
-    let times = model.backend().finish_profile()?;
+    prefill(model, &ids[..n], args.ubatch)?;
+    let wall = start.elapsed();
+    print_profile(
+        &format!("one prefill of {n} tokens (ubatch {})", args.ubatch),
+        model.backend().finish_profile()?,
+        wall.as_secs_f64() * 1e3,
+    );
+    model.backend().start_profile();
+    let start = Instant::now();
+    for (i, &id) in ids[n..].iter().enumerate() {
+        model.forward(&[id], n + i)?;
+    }
+    let wall = start.elapsed();
+    print_profile(
+        &format!("{PROFILED_STEPS} generation steps after it"),
+        model.backend().finish_profile()?,
+        wall.as_secs_f64() * 1e3,
+    );
+    Ok(())
+}
+
+fn print_profile(what: &str, times: KernelTimes, wall_ms: f64) {
     let total: f64 = times.by_kernel.values().map(|&(_, ms)| ms).sum();
     let mut rows: Vec<_> = times.by_kernel.into_iter().collect();
     rows.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
-    println!(
-        "\nprofile: one prefill of {n} tokens (ubatch {})",
-        args.ubatch
-    );
+    println!("\nprofile: {what}");
     println!("| kernel | launches | ms | share of kernel time |");
     println!("| --- | ---: | ---: | ---: |");
     for (name, (launches, ms)) in rows {
@@ -235,7 +257,6 @@ fn profile(model: &mut Model<Gpu>, args: &Args) -> Result<()> {
     println!(
         "| all kernels | | {total:.3} | wall {wall_ms:.3} ms (events add a little; the rest is host work and copies) |"
     );
-    Ok(())
 }
 
 /// Mean and sample standard deviation.

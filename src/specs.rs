@@ -166,6 +166,9 @@ pub const SOFTCAP: f32 = 30.0;
 pub const ROPE_BASE: f32 = 10_000.0;
 pub const ROPE_START: usize = 1000;
 
+/// The tables hold this many rows before the first token's, which the kernel must skip.
+pub const ROPE_ROW0: usize = 3;
+
 /// The attention kernel's widest head (its `D_MAX`).
 pub const ATTENTION_MAX_HEAD_DIM: usize = 512;
 
@@ -402,8 +405,8 @@ impl Spec {
             // x, then sin and cos ([`Spec::fill_tables`] overwrites them).
             Op::Rope => vec![
                 (d[1] * d[0] * d[2], 1.0),
-                (d[1] * d[3] / 2, 1.0),
-                (d[1] * d[3] / 2, 1.0),
+                ((ROPE_ROW0 + d[1]) * d[3] / 2, 1.0),
+                ((ROPE_ROW0 + d[1]) * d[3] / 2, 1.0),
             ],
             Op::Embed if self.weight.is_some() => vec![(d[1], d[0] as f32), (d[0] * d[2], 1.0)],
             Op::Embed => vec![(d[0] * d[2], 1.0), (d[1], d[0] as f32)],
@@ -424,7 +427,7 @@ impl Spec {
     }
 
     /// Overwrites the inputs that are not random: rope's sin and cos tables, for positions
-    /// `ROPE_START..` as the GPU backend computes them.
+    /// `ROPE_START - ROPE_ROW0..` as the GPU backend computes them.
     pub fn fill_tables(&self, s: &Shape, inputs: &mut [Vec<f32>]) {
         if self.op != Op::Rope {
             return;
@@ -436,7 +439,8 @@ impl Spec {
             RopeStyle::Normal
         };
         let table = RopeTable::new(style, n_rot, ROPE_BASE, 1.0, None);
-        let (sin, cos): (Vec<Vec<f32>>, Vec<Vec<f32>>) = (ROPE_START..ROPE_START + n_tokens)
+        let (sin, cos): (Vec<Vec<f32>>, Vec<Vec<f32>>) = (ROPE_START - ROPE_ROW0
+            ..ROPE_START + n_tokens)
             .map(|p| table.sin_cos(p))
             .unzip();
         inputs[1] = sin.concat();
@@ -481,7 +485,7 @@ impl Spec {
                 a.push(ScalarValue::F32(p.softcap.unwrap_or(0.0)));
                 return a;
             }
-            Op::Rope => u32s(&[d[0], d[1], d[2], d[3] / 2, d[4]]),
+            Op::Rope => u32s(&[d[0], d[1], d[2], d[3] / 2, d[4], ROPE_ROW0]),
             Op::Embed => u32s(&[d[1], d[2]]),
             Op::AddBias => u32s(&[d[0] * d[1], d[1]]),
             Op::Scale => vec![ScalarValue::F32(SCALE), ScalarValue::U32(d[0] as u32)],
@@ -523,7 +527,11 @@ impl Spec {
                 let (p, start) = attention_params(s);
                 reference::attention(&inputs[0], &inputs[1], &inputs[2], start, &p)
             }
-            Op::Rope => reference::rope(&inputs[0], &inputs[1], &inputs[2], d[0], d[2], d[4] == 1),
+            Op::Rope => {
+                let skip = ROPE_ROW0 * d[3] / 2;
+                let (sin, cos) = (&inputs[1][skip..], &inputs[2][skip..]);
+                reference::rope(&inputs[0], sin, cos, d[0], d[2], d[4] == 1)
+            }
             Op::Embed => {
                 let scale = f64::from(embed_scale(d[2]));
                 match self.weight {
@@ -861,7 +869,8 @@ mod tests {
     #[test]
     fn references_have_one_value_per_output() {
         for spec in SPECS {
-            let shape = Shape(spec.selftest_shapes()[1].to_vec());
+            let shapes = spec.shapes(&[], spec.selftest_shapes());
+            let shape = shapes.get(1).unwrap_or(&shapes[0]).clone();
             let inputs: Vec<Vec<f32>> = spec
                 .inputs(&shape)
                 .iter()

@@ -15,8 +15,9 @@ mod dispatch;
 mod tests;
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use thiserror::Error;
@@ -143,6 +144,17 @@ pub struct Gpu {
     kernels: Kernels,
     cache: Vec<LayerCache>,
     capacity: usize,
+    /// Rope sin and cos for every cache position, per rope configuration (style and inverse
+    /// frequencies, as bits), uploaded at first use.
+    rope_tables: RefCell<HashMap<Vec<u64>, Rc<RopeRows>>>,
+    /// A row of ones for weightless norms, grown as needed.
+    ones: RefCell<Option<Rc<DeviceBuffer<f32>>>>,
+}
+
+/// `[capacity][half]` sin and cos of one rope configuration's angles.
+struct RopeRows {
+    sin: DeviceBuffer<f32>,
+    cos: DeviceBuffer<f32>,
 }
 
 /// The stream the backend queues its work on, and the profile being recorded, if any.
@@ -209,6 +221,10 @@ impl Gpu {
         if !dense {
             return Err(GpuError::UnsupportedArch(config.arch.name().into()));
         }
+        // SAFETY: the backend queues all its work, copies included, on this one stream, so the
+        // per-buffer events that order uses across streams are not needed (and cost host time
+        // per launch).
+        unsafe { device.disable_event_tracking() };
         let stream = device.default_stream();
         let registry = Registry::new(device.clone())?;
         let kernels = Kernels::load(&registry)?;
@@ -232,6 +248,8 @@ impl Gpu {
             kernels,
             cache,
             capacity,
+            rope_tables: RefCell::default(),
+            ones: RefCell::default(),
         })
     }
 
@@ -280,14 +298,46 @@ impl Gpu {
         Ok(())
     }
 
+    /// The sin and cos rows of `rope` for every cache position, uploaded at first use.
+    fn rope_rows(&self, rope: &RopeTable) -> Result<Rc<RopeRows>> {
+        let key: Vec<u64> = std::iter::once(u64::from(rope.style() == RopeStyle::Neox))
+            .chain(rope.inv_freq().iter().map(|f| f.to_bits()))
+            .collect();
+        if let Some(rows) = self.rope_tables.borrow().get(&key) {
+            return Ok(rows.clone());
+        }
+        let (mut sin, mut cos) = (Vec::new(), Vec::new());
+        for pos in 0..self.capacity {
+            let (s, c) = rope.sin_cos(pos);
+            sin.extend(s);
+            cos.extend(c);
+        }
+        let rows = Rc::new(RopeRows {
+            sin: self.queue.stream.upload(&sin).gpu()?,
+            cos: self.queue.stream.upload(&cos).gpu()?,
+        });
+        self.rope_tables.borrow_mut().insert(key, rows.clone());
+        Ok(rows)
+    }
+
     fn norm(
         &self,
         x: &DeviceBuffer<f32>,
         w: &DeviceBuffer<f32>,
         eps: f32,
     ) -> Result<DeviceBuffer<f32>> {
+        self.norm_rows(x, w, w.len(), eps)
+    }
+
+    /// RMS norm of rows of `cols`, by the first `cols` weights of `w`.
+    fn norm_rows(
+        &self,
+        x: &DeviceBuffer<f32>,
+        w: &DeviceBuffer<f32>,
+        cols: usize,
+        eps: f32,
+    ) -> Result<DeviceBuffer<f32>> {
         let mut y = self.alloc(x.len())?;
-        let cols = w.len();
         self.launch(
             &self.kernels.rmsnorm,
             &mut [
@@ -471,8 +521,18 @@ impl Backend for Gpu {
         eps: f32,
     ) -> Result<DeviceBuffer<f32>> {
         // A unit weight: multiplying by 1.0 is exact, so this equals a weightless norm.
-        let ones = self.queue.stream.upload(&vec![1f32; width]).gpu()?;
-        self.norm(x, &ones, eps)
+        let ones = {
+            let mut cached = self.ones.borrow_mut();
+            match &*cached {
+                Some(ones) if ones.len() >= width => ones.clone(),
+                _ => {
+                    let ones = Rc::new(self.queue.stream.upload(&vec![1f32; width]).gpu()?);
+                    *cached = Some(ones.clone());
+                    ones
+                }
+            }
+        };
+        self.norm_rows(x, &ones, width, eps)
     }
 
     fn rope(
@@ -488,28 +548,29 @@ impl Backend for Gpu {
         if half == 0 {
             return Ok(());
         }
-        let (mut sin, mut cos) = (Vec::new(), Vec::new());
-        for pos in start..start + n_tokens {
-            let (s, c) = rope.sin_cos(pos);
-            sin.extend(s);
-            cos.extend(c);
+        if start + n_tokens > self.capacity {
+            return Err(GpuError::CacheFull {
+                needed: start + n_tokens,
+                capacity: self.capacity,
+            }
+            .into());
         }
-        let sin = self.queue.stream.upload(&sin).gpu()?;
-        let cos = self.queue.stream.upload(&cos).gpu()?;
+        let rows = self.rope_rows(rope)?;
         let neox = u32::from(rope.style() == RopeStyle::Neox);
         let mut y = self.alloc(x.len())?;
         self.launch(
             &self.kernels.rope,
             &mut [
                 (&*x).into(),
-                (&sin).into(),
-                (&cos).into(),
+                (&rows.sin).into(),
+                (&rows.cos).into(),
                 (&mut y).into(),
                 u32_arg(n_heads)?,
                 u32_arg(n_tokens)?,
                 u32_arg(head_dim)?,
                 u32_arg(half)?,
                 neox.into(),
+                u32_arg(start)?,
             ],
         )?;
         *x = y;
