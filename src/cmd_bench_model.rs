@@ -91,10 +91,13 @@ pub fn run(args: &Args) -> Result<()> {
         human_count(info.parameter_count),
         info.file_type.as_deref().unwrap_or("")
     );
+    // The profile generates after its prefill.
+    let profiled = args.n_prompt.first().map_or(0, |&p| p + PROFILED_STEPS);
     let ctx = args
         .n_prompt
         .iter()
         .chain(&args.n_gen)
+        .chain(args.profile.then_some(&profiled))
         .max()
         .copied()
         .unwrap_or(1)
