@@ -14,7 +14,7 @@ use zinc_models::gguf::Gguf;
 use zinc_models::sampler::argmax;
 use zinc_models::tokenizer::{Tokenizer, Vocab};
 
-use crate::gpu::Gpu;
+use crate::gpu::{weight_bytes, Gpu};
 use crate::harness;
 
 #[derive(clap::Args)]
@@ -87,7 +87,8 @@ pub fn run(args: &Args) -> Result<()> {
         Tokenizer::new(Vocab::from_gguf(&gguf).with_context(context)?).with_context(context)?;
     let ids = tokenizer.encode(&args.prompt, true, true);
     let device = harness::open_device()?;
-    let mut gpu = Model::with_backend(&gguf, |c| Ok(Gpu::new(&device, c, args.ctx)?))
+    let weights = weight_bytes(&gguf);
+    let mut gpu = Model::with_backend(&gguf, |c| Ok(Gpu::new(&device, c, args.ctx, weights)?))
         .with_context(|| format!("loading {} on the GPU", args.model.display()))?;
     let mut cpu = Model::from_gguf(&gguf).with_context(context)?;
     println!(

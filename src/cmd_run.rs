@@ -15,7 +15,7 @@ use zinc_models::sampler::{Sampler, SamplerConfig};
 use zinc_models::tokenizer::{Tokenizer, Vocab};
 use zinc_runtime::Device;
 
-use crate::gpu::{Gpu, GpuError};
+use crate::gpu::{weight_bytes, Gpu, GpuError};
 
 /// Where scripts/fetch-gemma3-270m.sh puts the project's default model.
 pub const DEFAULT_MODEL: &str = ".models/gemma-3-270m-q4_k_m.gguf";
@@ -85,7 +85,16 @@ pub fn run(args: &Args) -> Result<()> {
         bail!("--ubatch must be at least 1");
     }
     match gpu_model(&gguf, args.ctx, args.cpu).with_context(context)? {
-        Some((mut model, _)) => generate(&mut model, &tokenizer, &ids, args),
+        Some((mut model, _)) => {
+            if ids.len() > args.ctx {
+                bail!(
+                    "the prompt is {} tokens, more than the context of {} positions (--ctx)",
+                    ids.len(),
+                    args.ctx
+                );
+            }
+            generate(&mut model, &tokenizer, &ids, args)
+        }
         None => {
             let mut model = Model::from_gguf(&gguf).with_context(context)?;
             generate(&mut model, &tokenizer, &ids, args)
@@ -105,7 +114,8 @@ pub fn gpu_model(gguf: &Gguf, ctx: usize, cpu: bool) -> Result<Option<(Model<Gpu
         return Ok(None);
     }
     let device = Arc::new(Device::new(0)?);
-    match Model::with_backend(gguf, |c| Ok(Gpu::new(&device, c, ctx)?)) {
+    let weights = weight_bytes(gguf);
+    match Model::with_backend(gguf, |c| Ok(Gpu::new(&device, c, ctx, weights)?)) {
         Ok(model) => Ok(Some((model, device.props().name.clone()))),
         Err(ModelError::Backend(e))
             if matches!(e.downcast_ref(), Some(GpuError::UnsupportedArch(_))) =>
@@ -144,6 +154,13 @@ fn generate<B: Backend + 'static>(
         }
         out.write_all(text.push(tokenizer.token_to_piece(token)).as_bytes())?;
         out.flush()?;
+        if model.position() >= args.ctx {
+            eprintln!(
+                "\nzinc: the context of {} positions is full (--ctx)",
+                args.ctx
+            );
+            break;
+        }
         if i + 1 < args.n_predict {
             let step = Instant::now();
             logits = model.forward(&[token], model.position())?;

@@ -94,6 +94,14 @@ impl Device {
         &self.props
     }
 
+    /// Bytes of device memory free now.
+    pub fn free_memory(&self) -> Result<u64> {
+        self.ctx.bind_to_thread().during("binding the context")?;
+        let (free, _total) =
+            cudarc::driver::result::mem_get_info().during("reading the free memory")?;
+        Ok(free as u64)
+    }
+
     /// The context's default (legacy NULL) stream. It cannot be captured into a graph.
     pub fn default_stream(&self) -> Stream {
         Stream::new(self.ctx.default_stream())

@@ -28,6 +28,7 @@ use zinc_models::backend::{
 };
 use zinc_models::config::Config;
 use zinc_models::forward::ModelError;
+use zinc_models::gguf::Gguf;
 use zinc_models::quant::GgmlType;
 use zinc_runtime::half::f16;
 use zinc_runtime::{Arg, Device, DeviceBuffer, Event, Grid, Kernel, RuntimeError, Stream};
@@ -51,12 +52,45 @@ pub enum GpuError {
     UnsupportedArch(String),
     #[error("{needed} positions exceed the GPU KV cache of {capacity} (raise --ctx)")]
     CacheFull { needed: usize, capacity: usize },
+    #[error(
+        "the model needs about {:.2} GiB on the GPU ({:.2} GiB of weights, {:.2} GiB of KV cache \
+         for {ctx} positions, working memory) but {:.2} GiB are free; lower --ctx or use a \
+         smaller model",
+        gib(*needed), gib(*weights), gib(*cache), gib(*free)
+    )]
+    OutOfMemory {
+        needed: u64,
+        weights: u64,
+        cache: u64,
+        ctx: usize,
+        free: u64,
+    },
 }
 
 impl From<GpuError> for ModelError {
     fn from(e: GpuError) -> Self {
         ModelError::Backend(Box::new(e))
     }
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / f64::from(1u32 << 30)
+}
+
+/// Activations, scratch copies of one dequantized matrix and the like, beyond weights and cache.
+const WORKING_BYTES: u64 = 1 << 30;
+
+/// The bytes `gguf`'s weights take on the device: GGUF blocks where the type has kernels, f16
+/// for other matrices, f32 for vectors.
+pub fn weight_bytes(gguf: &Gguf) -> u64 {
+    gguf.tensors()
+        .iter()
+        .map(|t| match t.ggml_type() {
+            Ok(ty) if dispatch::has_kernels(ty) => t.n_bytes().unwrap_or(0),
+            _ if t.dims.len() == 1 => 4 * t.n_elements(),
+            _ => 2 * t.n_elements(),
+        })
+        .sum()
 }
 
 /// `?` for device results inside backend ops, which return [`ModelError`].
@@ -208,11 +242,13 @@ pub struct KernelTimes {
 }
 
 impl Gpu {
-    /// A backend on `device` for `config`, with a KV cache of `max_positions` positions.
+    /// A backend on `device` for `config`, with a KV cache of `max_positions` positions, for
+    /// weights of `weights` bytes ([`weight_bytes`]): refused up front when they would not fit.
     pub fn new(
         device: &Arc<Device>,
         config: &Config,
         max_positions: usize,
+        weights: u64,
     ) -> std::result::Result<Self, GpuError> {
         let dense = matches!(
             config.arch,
@@ -229,6 +265,23 @@ impl Gpu {
         let registry = Registry::new(device.clone())?;
         let kernels = Kernels::load(&registry)?;
         let capacity = max_positions.min(config.context_length);
+        let cache_bytes: u64 = (0..config.n_layer)
+            .map(|il| {
+                let row = config.head_dim_k_at(il) + config.head_dim_v_at(il);
+                (4 * capacity * config.n_head_kv_at(il) * row) as u64
+            })
+            .sum();
+        let needed = weights + cache_bytes + WORKING_BYTES;
+        let free = device.free_memory()?;
+        if needed > free {
+            return Err(GpuError::OutOfMemory {
+                needed,
+                weights,
+                cache: cache_bytes,
+                ctx: capacity,
+                free,
+            });
+        }
         let cache = (0..config.n_layer)
             .map(|il| {
                 let kv = config.n_head_kv_at(il);
