@@ -327,7 +327,13 @@ impl Spec {
             // K = 96 only for the 32-weight blocks.
             Op::Dequant => &[&[37, 512], &[3, 96]],
             Op::Matvec => &[&[1, 37, 512], &[8, 9, 256], &[3, 5, 96]],
-            Op::QuantGemm => &[&[17, 33, 256], &[67, 40, 512], &[1, 1, 256]],
+            // Two block rows and columns at the default tiles.
+            Op::QuantGemm => &[
+                &[17, 33, 256],
+                &[67, 40, 512],
+                &[1, 1, 256],
+                &[130, 136, 256],
+            ],
             // Prefill after a cached prefix with window and cap, prefill from scratch, decode.
             Op::Attention => &[
                 &[4, 2, 40, 24, 5, 8, 4, 20],
