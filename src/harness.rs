@@ -6,13 +6,13 @@ use std::fmt::Display;
 use anyhow::{anyhow, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use zinc_models::quant::GgmlType;
+use zinc_models::quant::{planar_fields, to_planar};
 use zinc_runtime::half::f16;
 use zinc_runtime::{Arg, Device, DeviceBuffer, Grid, Kernel, ScalarValue, Stream};
 
 use crate::reference;
 use crate::registry::Registry;
-use crate::specs::{Elem, Shape, Spec};
+use crate::specs::{Elem, Op, Shape, Spec};
 
 /// Opens GPU 0. Errors stay one line ("no CUDA driver ...").
 pub fn open_device() -> Result<Device> {
@@ -95,10 +95,17 @@ pub enum ElemBuf {
     Words(DeviceBuffer<u32>),
 }
 
-/// Weights `w` quantized as `ty` (models/src/quant), as the u32 words the kernels read; the last
-/// word is zero-padded.
-pub fn quant_words(ty: GgmlType, w: &[f32]) -> Vec<u32> {
-    reference::quantize(ty, w)
+/// Weights `w` quantized as `spec`'s weight type (models/src/quant), as the u32 words its
+/// kernel reads; the last word is zero-padded. The tensor-core GEMMs read types with a planar
+/// layout in that layout, as the engine uploads them.
+pub fn weight_words(spec: &Spec, w: &[f32]) -> Vec<u32> {
+    let ty = spec.weight_type();
+    let bytes = reference::quantize(ty, w);
+    let bytes = match (spec.op, planar_fields(ty)) {
+        (Op::QuantGemm, Some(_)) => to_planar(ty, &bytes).expect("whole blocks"),
+        _ => bytes,
+    };
+    bytes
         .chunks(4)
         .map(|c| {
             let mut word = [0u8; 4];
@@ -182,7 +189,9 @@ impl DeviceCase {
             .iter()
             .enumerate()
             .map(|(i, host)| match spec.weight {
-                Some(ty) if i == last => Ok(ElemBuf::Words(stream.upload(&quant_words(ty, host))?)),
+                Some(_) if i == last => {
+                    Ok(ElemBuf::Words(stream.upload(&weight_words(spec, host))?))
+                }
                 _ => ElemBuf::upload(stream, spec.input_elem(i), host),
             })
             .collect::<Result<_>>()?;

@@ -115,6 +115,8 @@ pub const SPECS: &[Spec] = &[
     quant("matvec_q8_0", Op::Matvec, GgmlType::Q8_0, Elem::F32),
     quant("matvec_q5_0", Op::Matvec, GgmlType::Q5_0, Elem::F32),
     quant_gemm("gemm_q4k", GgmlType::Q4_K),
+    // Reads the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
+    quant_gemm("gemm_q6k", GgmlType::Q6_K),
     spec("attention_f32", Op::Attention, Elem::F32, Elem::F32),
     spec("rope_f32", Op::Rope, Elem::F32, Elem::F32),
     // An f16 table, then u32 token ids.
