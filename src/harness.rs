@@ -214,6 +214,7 @@ impl DeviceCase {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::specs::spec_for;
 
     #[test]
     fn random_values_are_nonzero_in_range_and_reproducible() {
@@ -222,6 +223,24 @@ mod tests {
         assert!(v.iter().all(|x| (0.2..=2.0).contains(&x.abs())));
         assert!(v.iter().any(|&x| x < 0.0) && v.iter().any(|&x| x > 0.0));
         assert_eq!(v, draw());
+    }
+
+    #[test]
+    fn quantized_gemms_read_planar_q6k_and_raw_q4k() {
+        let w = nonzero(&mut SmallRng::seed_from_u64(3), 2 * 256, 1.0);
+        let words = |kernel| weight_words(spec_for(kernel).unwrap(), &w);
+        assert_eq!(words("gemm_q4k"), words("matvec_q4k"));
+        let (planar, raw) = (words("gemm_q6k"), words("matvec_q6k"));
+        assert_eq!(planar.len(), raw.len());
+        assert_ne!(planar, raw);
+        // The first planar word is block 0's first low-nibble bytes, as in the raw layout;
+        // the scales of block 1 follow the two blocks' 192 bytes of quants.
+        assert_eq!(planar[0], raw[0]);
+        let bytes = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        assert_eq!(
+            bytes(&planar)[2 * 192 + 16..2 * 192 + 32],
+            bytes(&raw)[210 + 192..210 + 208]
+        );
     }
 
     #[test]
