@@ -315,8 +315,8 @@ mod tests {
                     .enumerate()
                     .map(|(i, v)| {
                         Arg::ReadOnly(match (spec.weight, spec.input_elem(i)) {
-                            (Some(ty), _) if i == last => {
-                                Buffer::from_slice(&harness::quant_words(ty, v))
+                            (Some(_), _) if i == last => {
+                                Buffer::from_slice(&harness::weight_words(spec, v))
                             }
                             (_, Elem::F32) => Buffer::from_f32(v),
                             (_, Elem::F16) => Buffer::from_f16(

@@ -27,6 +27,9 @@ pub enum Op {
     Dequant,
     /// `Y[T][N] = X[T][K] · W[N][K]^T` for a few tokens, W quantized.
     Matvec,
+    /// `Y[T][N] = X[T][K] · W[N][K]^T` for prefill on the tensor cores: X f16, W quantized and
+    /// dequantized on the fly, Y f32.
+    QuantGemm,
     /// Causal grouped-query attention over a KV cache, with sliding window and soft-capping.
     Attention,
     /// Rotary position embedding from per-token sin and cos tables.
@@ -111,6 +114,9 @@ pub const SPECS: &[Spec] = &[
     quant("matvec_q6k", Op::Matvec, GgmlType::Q6_K, Elem::F32),
     quant("matvec_q8_0", Op::Matvec, GgmlType::Q8_0, Elem::F32),
     quant("matvec_q5_0", Op::Matvec, GgmlType::Q5_0, Elem::F32),
+    quant_gemm("gemm_q4k", GgmlType::Q4_K),
+    // Reads the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
+    quant_gemm("gemm_q6k", GgmlType::Q6_K),
     spec("attention_f32", Op::Attention, Elem::F32, Elem::F32),
     spec("rope_f32", Op::Rope, Elem::F32, Elem::F32),
     // An f16 table, then u32 token ids.
@@ -143,6 +149,17 @@ const fn quant(kernel: &'static str, op: Op, ty: GgmlType, out: Elem) -> Spec {
         op,
         input: Elem::F32,
         out,
+        weight: Some(ty),
+    }
+}
+
+/// A tensor-core GEMM with f16 activations and `ty` weights, f32 output.
+const fn quant_gemm(kernel: &'static str, ty: GgmlType) -> Spec {
+    Spec {
+        kernel,
+        op: Op::QuantGemm,
+        input: Elem::F16,
+        out: Elem::F32,
         weight: Some(ty),
     }
 }
@@ -188,7 +205,7 @@ impl Spec {
         match self.op {
             Op::RmsNorm | Op::Softmax => &["rows", "cols"],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &["n"],
-            Op::Gemm | Op::Matvec => &["T", "N", "K"],
+            Op::Gemm | Op::Matvec | Op::QuantGemm => &["T", "N", "K"],
             Op::Dequant => &["N", "K"],
             // T new tokens at positions n_kv - T.. against n_kv cached keys; window and softcap
             // 0 are none.
@@ -251,6 +268,19 @@ impl Spec {
                 &[1, 4096, 4096],
                 &[5, 1001, 768],
             ],
+            // Ragged T and N (K is whole super-blocks), then the anchor GEMMs.
+            Op::QuantGemm => &[
+                &[1, 1, 256],
+                &[17, 33, 256],
+                &[67, 131, 768],
+                &[513, 257, 1024],
+                &[512, 4096, 14336],
+                &[512, 14336, 4096],
+                &[512, 4096, 4096],
+                &[2048, 4096, 14336],
+                &[2048, 14336, 4096],
+                &[2048, 4096, 4096],
+            ],
             Op::Attention => &[
                 // Ragged heads (dv over two warps' worth of lanes), prefill from scratch.
                 &[2, 1, 33, 65, 3, 3, 0, 0],
@@ -311,6 +341,13 @@ impl Spec {
             // K = 96 only for the 32-weight blocks.
             Op::Dequant => &[&[37, 512], &[3, 96]],
             Op::Matvec => &[&[1, 37, 512], &[8, 9, 256], &[3, 5, 96]],
+            // Two block rows and columns at the default tiles.
+            Op::QuantGemm => &[
+                &[17, 33, 256],
+                &[67, 40, 512],
+                &[1, 1, 256],
+                &[130, 136, 256],
+            ],
             // Prefill after a cached prefix with window and cap, prefill from scratch, decode.
             Op::Attention => &[
                 &[4, 2, 40, 24, 5, 8, 4, 20],
@@ -339,7 +376,7 @@ impl Spec {
             Op::Softmax => &[&[32 * 512, 512], &[32 * 2048, 2048]],
             // Residual at T = 512, feed-forward activations at T = 2048.
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &[&[512 * 4096], &[2048 * 14336]],
-            Op::Gemm => ANCHOR_GEMMS,
+            Op::Gemm | Op::QuantGemm => ANCHOR_GEMMS,
             // The anchor weights, decoded (T = 1) and at the matvec's widest batch (T = 8).
             Op::Matvec => &[
                 &[1, 4096, 14336],
@@ -394,7 +431,9 @@ impl Spec {
             Op::SiluMul | Op::GeluMul => vec![(d[0], 4.0), (d[0], 1.0)],
             // Values across many f16 exponents.
             Op::ToF16 => vec![(d[0], 100.0)],
-            Op::Gemm | Op::Matvec => vec![(d[0] * d[2], 1.0), (d[1] * d[2], 1.0)],
+            Op::Gemm | Op::Matvec | Op::QuantGemm => {
+                vec![(d[0] * d[2], 1.0), (d[1] * d[2], 1.0)]
+            }
             Op::Dequant => vec![(d[0] * d[1], 1.0)],
             // Queries larger than keys, so that the softmax is not flat.
             Op::Attention => vec![
@@ -452,7 +491,7 @@ impl Spec {
         match self.op {
             Op::RmsNorm | Op::Softmax | Op::AddBias => d[0] * d[1],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => d[0],
-            Op::Gemm | Op::Matvec | Op::Dequant => d[0] * d[1],
+            Op::Gemm | Op::Matvec | Op::QuantGemm | Op::Dequant => d[0] * d[1],
             Op::Attention => d[4] * d[0] * d[3],
             Op::Rope => d[1] * d[0] * d[2],
             Op::Embed => d[1] * d[2],
@@ -519,7 +558,7 @@ impl Spec {
                 .into_iter()
                 .map(f64::from)
                 .collect(),
-            Op::Matvec => {
+            Op::Matvec | Op::QuantGemm => {
                 let w = reference::dequantized(self.weight_type(), &inputs[1]);
                 reference::gemm_xwt(&inputs[0], &w, d[1], d[2])
             }
@@ -577,6 +616,9 @@ impl Spec {
             (Elem::F32, Op::Attention) if s.0[7] > 0 => 4e-3,
             // Tensor cores add each k-step's products with truncation, not one rounding.
             (Elem::F32, Op::Gemm) if self.input == Elem::F16 => 1e-4,
+            // Weights dequantized in f16: d * scale, dmin * min and the weight itself each rounded
+            // to f16 (up to 2^-11 of the terms).
+            (Elem::F32, Op::QuantGemm) => 2e-3,
             // f32 reductions, fast exp, and K-long f32 sums.
             (Elem::F32, _) => 1e-5,
             (Elem::U32, _) => unreachable!("no kernel writes u32 outputs"),
@@ -587,7 +629,7 @@ impl Spec {
         let d = &s.0;
         let out = self.out.size() as f64 * self.output_len(s) as f64;
         match self.op {
-            Op::Gemm => Cost::Flops(2.0 * d[0] as f64 * d[1] as f64 * d[2] as f64),
+            Op::Gemm | Op::QuantGemm => Cost::Flops(2.0 * d[0] as f64 * d[1] as f64 * d[2] as f64),
             // Only the gathered rows of the table are read.
             Op::Embed => {
                 let row = match self.weight {
@@ -624,7 +666,7 @@ impl Spec {
 
     pub fn baseline(&self) -> Baseline {
         match self.op {
-            Op::Gemm => Baseline::CublasF16,
+            Op::Gemm | Op::QuantGemm => Baseline::CublasF16,
             _ => Baseline::Copy,
         }
     }

@@ -5,10 +5,12 @@
 //! number of blocks.
 
 mod dequant;
+mod planar;
 mod quantize;
 mod types;
 
 pub use dequant::dequantize_row;
+pub use planar::{from_planar, planar_fields, to_planar};
 pub use quantize::quantize_row;
 pub use types::GgmlType;
 

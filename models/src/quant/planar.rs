@@ -1,0 +1,98 @@
+//! A lossless planar layout for GGUF types whose blocks are not 16-byte multiples, for GPU
+//! kernels that copy weights in aligned 16-byte pieces: the blocks of a tensor are split into
+//! their fields, and each field of every block is stored contiguously (a plane), block after
+//! block. The bytes are the same, only their order changes, so a kernel reads the same bits
+//! per weight. With the fields ordered by size, every plane but the last starts at a multiple
+//! of 16 bytes when the fields before it are multiples of 16.
+//!
+//! Q6_K's 210-byte block becomes four planes: 128 bytes of low nibbles, 64 of high bit pairs,
+//! 16 of scales, then the 2-byte d of every block.
+
+use super::{GgmlType, QuantError};
+
+/// The field sizes of a type's planar layout, in block order, or None if it has none.
+pub fn planar_fields(ty: GgmlType) -> Option<&'static [usize]> {
+    match ty {
+        GgmlType::Q6_K => Some(&[128, 64, 16, 2]),
+        _ => None,
+    }
+}
+
+fn fields_of(ty: GgmlType, len: usize) -> Result<(&'static [usize], usize), QuantError> {
+    let fields = planar_fields(ty).ok_or(QuantError::Unsupported {
+        ty,
+        op: "planar layout",
+    })?;
+    let block = ty.type_size();
+    debug_assert_eq!(fields.iter().sum::<usize>(), block);
+    if !len.is_multiple_of(block) {
+        return Err(QuantError::SizeMismatch {
+            ty,
+            len: len / block * ty.block_size(),
+            expected: len / block * block,
+            actual: len,
+        });
+    }
+    Ok((fields, len / block))
+}
+
+/// A tensor's GGUF bytes (whole blocks of `ty`) in the planar layout.
+pub fn to_planar(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>, QuantError> {
+    let (fields, blocks) = fields_of(ty, bytes.len())?;
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    for &size in fields {
+        for block in bytes.chunks_exact(ty.type_size()) {
+            out.extend_from_slice(&block[at..at + size]);
+        }
+        at += size;
+    }
+    debug_assert_eq!(out.len(), blocks * ty.type_size());
+    Ok(out)
+}
+
+/// The GGUF bytes of a tensor in the planar layout: the inverse of [`to_planar`].
+pub fn from_planar(ty: GgmlType, planes: &[u8]) -> Result<Vec<u8>, QuantError> {
+    let (fields, blocks) = fields_of(ty, planes.len())?;
+    let mut out = vec![0u8; planes.len()];
+    let (mut plane_start, mut at) = (0, 0);
+    for &size in fields {
+        for (b, block) in out.chunks_exact_mut(ty.type_size()).enumerate() {
+            let from = plane_start + b * size;
+            block[at..at + size].copy_from_slice(&planes[from..from + size]);
+        }
+        plane_start += blocks * size;
+        at += size;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn planar_round_trips_and_moves_fields_into_planes() {
+        let ty = GgmlType::Q6_K;
+        // Three blocks of distinct bytes.
+        let bytes: Vec<u8> = (0..3 * 210).map(|i| (i * 7 % 251) as u8).collect();
+        let planes = to_planar(ty, &bytes).unwrap();
+        assert_eq!(planes.len(), bytes.len());
+        assert_ne!(planes, bytes);
+        // Block 1's scales (bytes 192..208) sit in the scales plane, after 3 x (128 + 64) bytes.
+        assert_eq!(planes[576 + 16..576 + 32], bytes[210 + 192..210 + 208]);
+        // Block 2's d is the last two bytes.
+        assert_eq!(planes[planes.len() - 2..], bytes[3 * 210 - 2..]);
+        assert_eq!(from_planar(ty, &planes).unwrap(), bytes);
+    }
+
+    #[test]
+    fn planar_rejects_partial_blocks_and_other_types() {
+        assert!(to_planar(GgmlType::Q6_K, &[0; 211]).is_err());
+        assert!(from_planar(GgmlType::Q6_K, &[0; 209]).is_err());
+        assert!(matches!(
+            to_planar(GgmlType::Q4_K, &[0; 144]),
+            Err(QuantError::Unsupported { .. })
+        ));
+    }
+}
