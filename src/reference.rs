@@ -87,19 +87,7 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], start: usize, p: &AttentionPar
         let kv_h = h / group;
         let pos = start + t;
         let first = p.window.map_or(0, |w| (pos + 1).saturating_sub(w));
-        let qh = &q[row * dk..][..dk];
-        let scores: Vec<f64> = (first..=pos)
-            .map(|j| {
-                let kj = &k[(j * p.n_head_kv + kv_h) * dk..][..dk];
-                let dot: f64 = qh
-                    .iter()
-                    .zip(kj)
-                    .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                    .sum();
-                let s = dot * f64::from(p.scale);
-                p.softcap.map_or(s, |c| softcap(s, f64::from(c)))
-            })
-            .collect();
+        let scores = scores(q, k, row, first..pos + 1, p);
         let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
         let sum: f64 = weights.iter().sum();
@@ -111,6 +99,103 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], start: usize, p: &AttentionPar
         }
     });
     o
+}
+
+/// The scaled (and capped) scores of query row `row` ((token, head) of q) against the keys at
+/// positions `keys`.
+fn scores(
+    q: &[f32],
+    k: &[f32],
+    row: usize,
+    keys: std::ops::Range<usize>,
+    p: &AttentionParams,
+) -> Vec<f64> {
+    let dk = p.head_dim_k;
+    let kv_h = row % p.n_head / (p.n_head / p.n_head_kv);
+    let qh = &q[row * dk..][..dk];
+    keys.map(|j| {
+        let kj = &k[(j * p.n_head_kv + kv_h) * dk..][..dk];
+        let dot: f64 = qh
+            .iter()
+            .zip(kj)
+            .map(|(&a, &b)| f64::from(a) * f64::from(b))
+            .sum();
+        let s = dot * f64::from(p.scale);
+        p.softcap.map_or(s, |c| softcap(s, f64::from(c)))
+    })
+    .collect()
+}
+
+/// [`attention`] over `split`-key slices of the cache: per (token, head, slice) the partial
+/// state `[sum of exp(s - m) v (dv values), m, sum of exp(s - m)]`, m the slice's largest
+/// visible score; all zeros for a slice without visible keys.
+pub fn attention_partials(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    start: usize,
+    p: &AttentionParams,
+    split: usize,
+) -> Vec<f64> {
+    let dv = p.head_dim_v;
+    let n_tokens = q.len() / (p.n_head * p.head_dim_k);
+    let n_splits = (start + n_tokens).div_ceil(split);
+    let group = p.n_head / p.n_head_kv;
+    let mut out = vec![0.0; n_tokens * p.n_head * n_splits * (dv + 2)];
+    out.par_chunks_mut(n_splits * (dv + 2))
+        .enumerate()
+        .for_each(|(row, states)| {
+            let pos = start + row / p.n_head;
+            let first = p.window.map_or(0, |w| (pos + 1).saturating_sub(w));
+            let kv_h = row % p.n_head / group;
+            for (s, state) in states.chunks_mut(dv + 2).enumerate() {
+                let keys = first.max(s * split)..(pos + 1).min((s + 1) * split);
+                if keys.is_empty() {
+                    continue;
+                }
+                let scores = scores(q, k, row, keys.clone(), p);
+                let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                for (j, score) in keys.zip(&scores) {
+                    let w = (score - max).exp();
+                    let vj = &v[(j * p.n_head_kv + kv_h) * dv..][..dv];
+                    for (o, &x) in state.iter_mut().zip(vj) {
+                        *o += w * f64::from(x);
+                    }
+                    state[dv + 1] += w;
+                }
+                state[dv] = max;
+            }
+        });
+    out
+}
+
+/// The attention output `[rows][dv]` from `splits` partial states per row (see
+/// [`attention_partials`]); states with a zero sum are empty.
+pub fn combine_partials(parts: &[f32], dv: usize, splits: usize) -> Vec<f64> {
+    parts
+        .chunks(splits * (dv + 2))
+        .flat_map(|states| {
+            let states: Vec<&[f32]> = states.chunks(dv + 2).filter(|s| s[dv + 1] > 0.0).collect();
+            let max = states
+                .iter()
+                .map(|s| f64::from(s[dv]))
+                .fold(f64::NEG_INFINITY, f64::max);
+            let weight = |s: &[f32]| (f64::from(s[dv]) - max).exp();
+            let sum: f64 = states
+                .iter()
+                .map(|s| weight(s) * f64::from(s[dv + 1]))
+                .sum();
+            (0..dv)
+                .map(|d| {
+                    states
+                        .iter()
+                        .map(|s| weight(s) * f64::from(s[d]))
+                        .sum::<f64>()
+                        / sum
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// Rotary embedding of x [T][n_heads * head_dim] by each token's angles (sin and cos
