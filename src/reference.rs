@@ -357,6 +357,31 @@ mod tests {
     }
 
     #[test]
+    fn attention_partials_combine_to_attention() {
+        // 3 query heads on 1 KV head, dk 3, dv 2; 4 tokens after 6 cached, window 5: slices of
+        // 4 keys, the first empty for the last tokens.
+        let p = AttentionParams {
+            n_head: 3,
+            n_head_kv: 1,
+            head_dim_k: 3,
+            head_dim_v: 2,
+            scale: 0.7,
+            window: Some(5),
+            softcap: Some(2.0),
+        };
+        let wave = |n: usize, f: f32| (0..n).map(|i| (i as f32 * f).sin()).collect::<Vec<_>>();
+        let (q, k, v) = (wave(4 * 3 * 3, 1.3), wave(10 * 3, 0.7), wave(10 * 2, 2.1));
+        let parts = attention_partials(&q, &k, &v, 6, &p, 4);
+        let parts: Vec<f32> = parts.iter().map(|&x| x as f32).collect();
+        // The last token (position 9) sees keys 5..=9: nothing in slice 0.
+        let last = &parts[(3 * 3 + 2) * 3 * 4..][..4];
+        assert_eq!(last, [0.0; 4]);
+        let got = combine_partials(&parts, 2, 3);
+        let want = attention(&q, &k, &v, 6, &p);
+        assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6));
+    }
+
+    #[test]
     fn rope_rotates_pairs_and_keeps_the_tail() {
         // One head of 5 dims, 2 rotated pairs, a quarter and half turn.
         let x = [1.0, 2.0, 3.0, 4.0, 5.0];
