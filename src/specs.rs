@@ -137,6 +137,7 @@ pub const SPECS: &[Spec] = &[
     // An f16 table, then u32 token ids.
     spec("embed_f16", Op::Embed, Elem::F16, Elem::F32),
     spec("copy_f32", Op::Copy, Elem::F32, Elem::F32),
+    spec("copy_f32_to_f16", Op::Copy, Elem::F32, Elem::F16),
     spec("add_bias_f32", Op::AddBias, Elem::F32, Elem::F32),
     spec("scale_f32", Op::Scale, Elem::F32, Elem::F32),
     spec("softcap_f32", Op::Softcap, Elem::F32, Elem::F32),
@@ -708,7 +709,7 @@ impl Spec {
                 Cost::Bytes((d[1] * (d[2] * 2 + 4)) as f64 + out)
             }
             // n elements each way; the rest of x and y is not touched.
-            Op::Copy => Cost::Bytes(8.0 * d[2] as f64),
+            Op::Copy => Cost::Bytes(((4 + self.out.size()) * d[2]) as f64),
             _ => Cost::Bytes(self.traffic(s)),
         }
     }
