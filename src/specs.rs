@@ -413,10 +413,14 @@ impl Spec {
                 // Gemma 3 12B/27B-like local layer: window 1024 over a 2048 prefill.
                 &[16, 8, 256, 256, 2048, 2048, 1024, 0],
             ],
+            // Slice sizes to choose from: shorter slices mean more blocks and shorter serial
+            // key loops per warp, and more partials to merge.
             Op::AttentionSplit => &[
+                &[32, 8, 128, 128, 1, 4096, 0, 0, 64],
+                &[32, 8, 128, 128, 1, 4096, 0, 0, 128],
                 &[32, 8, 128, 128, 1, 4096, 0, 0, 256],
-                &[32, 8, 128, 128, 8, 4096, 0, 0, 256],
-                &[32, 8, 128, 128, 1, 32768, 0, 0, 1024],
+                &[32, 8, 128, 128, 8, 4096, 0, 0, 128],
+                &[32, 8, 128, 128, 1, 32768, 0, 0, 512],
             ],
             Op::AttentionCombine => &[&[32, 1, 128, 16], &[32, 8, 128, 16]],
             Op::Rope => &[&[32, 512, 128, 128, 1], &[32, 2048, 128, 128, 1]],
