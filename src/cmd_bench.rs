@@ -126,7 +126,7 @@ pub fn run(args: &Args) -> Result<()> {
         let Some(spec) = spec_for(name) else {
             continue;
         };
-        for shape in spec.shapes(&args.shapes, spec.bench_shapes()) {
+        for shape in spec.shapes(name, &args.shapes, spec.bench_shapes()) {
             let row = bench.row(name, spec, &shape);
             print_row(&row);
             rows.push(row);
@@ -229,9 +229,7 @@ impl Bench {
         let key = match (spec.baseline(), spec.cost(shape)) {
             (Baseline::CublasF16, _) => BaselineKey::Gemm(shape.0.clone()),
             (Baseline::Copy, Cost::Bytes(b)) => BaselineKey::CopyBytes(b as u64),
-            (Baseline::Copy, Cost::Flops(_)) => {
-                return Err("no copy baseline for a flop count".into())
-            }
+            (Baseline::Copy, Cost::Flops(_)) => BaselineKey::CopyBytes(spec.traffic(shape) as u64),
         };
         if let Some(timed) = self.baselines.get(&key) {
             return timed.clone();

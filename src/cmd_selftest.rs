@@ -37,7 +37,7 @@ pub fn run(args: &Args) -> Result<()> {
             rows.push(Row::failed(name, "-", "no CPU reference in src/specs.rs"));
             continue;
         };
-        for shape in spec.shapes(&args.shapes, spec.selftest_shapes()) {
+        for shape in spec.shapes(name, &args.shapes, spec.selftest_shapes()) {
             let outcome =
                 check(&registry, &stream, name, spec, &shape).map_err(|e| format!("{e:#}"));
             rows.push(Row {
@@ -275,6 +275,83 @@ mod tests {
         zinc_dsl::compile_file(file, &defines).unwrap_or_else(|e| panic!("{}", e.render()))
     }
 
+    /// `attention_f32` at exactly the parameters of a tiny synthetic Gemma 4 (`zinc synth
+    /// --preset gemma4-31b --tiny`): 4 query heads, local layers of 2 KV heads x 64 in a window of
+    /// 64, global layers of 1 KV head x 128, scale 1 on RMS-normalized queries and keys (so
+    /// scores reach the head width), normalized values; a 46-token prefill and decode steps.
+    #[test]
+    fn attention_f32_on_gemma4_parameters() {
+        use zinc_models::backend::AttentionParams;
+        let (_, c) = compile_families()
+            .into_iter()
+            .find(|(f, _)| f.ends_with("attention.tile"))
+            .unwrap();
+        let mut seed = 0x9e37_79b9_u64;
+        let mut uniform = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        };
+        // Rows of `d` with unit RMS times a weight around 1, as after Gemma's norms.
+        let mut normed = |rows: usize, d: usize| -> Vec<f32> {
+            let mut x: Vec<f32> = (0..rows * d).map(|_| uniform()).collect();
+            for row in x.chunks_mut(d) {
+                let rms = (row.iter().map(|v| v * v).sum::<f32>() / d as f32).sqrt();
+                row.iter_mut().for_each(|v| *v /= rms);
+            }
+            x
+        };
+        for (kv_heads, d, window) in [(2, 64, Some(64)), (1, 128, None)] {
+            let p = AttentionParams {
+                n_head: 4,
+                n_head_kv: kv_heads,
+                head_dim_k: d,
+                head_dim_v: d,
+                scale: 1.0,
+                window,
+                softcap: None,
+            };
+            let n_kv = 46;
+            let k = normed(n_kv * kv_heads, d);
+            let v = normed(n_kv * kv_heads, d);
+            for (t, start) in [(46, 0), (1, 45), (3, 20)] {
+                // Queries equal to their own keys in head 0: the largest scores the model sees.
+                let mut q = normed(t * 4, d);
+                for i in 0..t {
+                    let own = &k[((start + i) * kv_heads) * d..][..d];
+                    q[i * 4 * d..][..d].copy_from_slice(own);
+                }
+                let len = t * 4 * d;
+                let mut args = vec![
+                    Arg::ReadOnly(Buffer::from_f32(&q)),
+                    Arg::ReadOnly(Buffer::from_f32(&k[..(start + t) * kv_heads * d])),
+                    Arg::ReadOnly(Buffer::from_f32(&v[..(start + t) * kv_heads * d])),
+                    Arg::Buffer(Buffer::from_f32(&vec![f32::NAN; len + GUARD])),
+                ];
+                let u = |x: usize| Arg::Scalar(Value::U32(x as u32));
+                args.extend([u(4), u(kv_heads), u(d), u(d), u(t), u(start)]);
+                args.push(u(window.unwrap_or(0)));
+                args.push(Arg::Scalar(Value::F32(1.0)));
+                args.push(Arg::Scalar(Value::F32(0.0)));
+                Interpreter::new(&c.module)
+                    .sources(&c.sources)
+                    .launch("attention_f32", &mut args)
+                    .unwrap();
+                let got: Vec<f64> = args[3]
+                    .buffer()
+                    .unwrap()
+                    .to_f32()
+                    .into_iter()
+                    .map(f64::from)
+                    .collect();
+                let want = crate::reference::attention(&q, &k, &v, start, &p);
+                let errors = Errors::new(&got[..len], &want, &got[len..]);
+                assert!(errors.passes(1e-5), "d={d} T={t} start={start}: {errors:?}");
+            }
+        }
+    }
+
     fn interp_value(v: ScalarValue) -> Value {
         match v {
             ScalarValue::U32(x) => Value::U32(x),
@@ -306,7 +383,7 @@ mod tests {
                 &specialized
             };
             let spec = spec_for(name).unwrap();
-            for shape in spec.shapes(&[], spec.interp_shapes()) {
+            for shape in spec.shapes(name, &[], spec.interp_shapes()) {
                 let inputs = harness::random_inputs(spec, &shape);
                 let len = spec.output_len(&shape);
                 let last = inputs.len() - 1;

@@ -87,19 +87,7 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], start: usize, p: &AttentionPar
         let kv_h = h / group;
         let pos = start + t;
         let first = p.window.map_or(0, |w| (pos + 1).saturating_sub(w));
-        let qh = &q[row * dk..][..dk];
-        let scores: Vec<f64> = (first..=pos)
-            .map(|j| {
-                let kj = &k[(j * p.n_head_kv + kv_h) * dk..][..dk];
-                let dot: f64 = qh
-                    .iter()
-                    .zip(kj)
-                    .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                    .sum();
-                let s = dot * f64::from(p.scale);
-                p.softcap.map_or(s, |c| softcap(s, f64::from(c)))
-            })
-            .collect();
+        let scores = scores(q, k, row, first..pos + 1, p);
         let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
         let sum: f64 = weights.iter().sum();
@@ -111,6 +99,103 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], start: usize, p: &AttentionPar
         }
     });
     o
+}
+
+/// The scaled (and capped) scores of query row `row` ((token, head) of q) against the keys at
+/// positions `keys`.
+fn scores(
+    q: &[f32],
+    k: &[f32],
+    row: usize,
+    keys: std::ops::Range<usize>,
+    p: &AttentionParams,
+) -> Vec<f64> {
+    let dk = p.head_dim_k;
+    let kv_h = row % p.n_head / (p.n_head / p.n_head_kv);
+    let qh = &q[row * dk..][..dk];
+    keys.map(|j| {
+        let kj = &k[(j * p.n_head_kv + kv_h) * dk..][..dk];
+        let dot: f64 = qh
+            .iter()
+            .zip(kj)
+            .map(|(&a, &b)| f64::from(a) * f64::from(b))
+            .sum();
+        let s = dot * f64::from(p.scale);
+        p.softcap.map_or(s, |c| softcap(s, f64::from(c)))
+    })
+    .collect()
+}
+
+/// [`attention`] over `split`-key slices of the cache: per (token, head, slice) the partial
+/// state `[sum of exp(s - m) v (dv values), m, sum of exp(s - m)]`, m the slice's largest
+/// visible score; all zeros for a slice without visible keys.
+pub fn attention_partials(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    start: usize,
+    p: &AttentionParams,
+    split: usize,
+) -> Vec<f64> {
+    let dv = p.head_dim_v;
+    let n_tokens = q.len() / (p.n_head * p.head_dim_k);
+    let n_splits = (start + n_tokens).div_ceil(split);
+    let group = p.n_head / p.n_head_kv;
+    let mut out = vec![0.0; n_tokens * p.n_head * n_splits * (dv + 2)];
+    out.par_chunks_mut(n_splits * (dv + 2))
+        .enumerate()
+        .for_each(|(row, states)| {
+            let pos = start + row / p.n_head;
+            let first = p.window.map_or(0, |w| (pos + 1).saturating_sub(w));
+            let kv_h = row % p.n_head / group;
+            for (s, state) in states.chunks_mut(dv + 2).enumerate() {
+                let keys = first.max(s * split)..(pos + 1).min((s + 1) * split);
+                if keys.is_empty() {
+                    continue;
+                }
+                let scores = scores(q, k, row, keys.clone(), p);
+                let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                for (j, score) in keys.zip(&scores) {
+                    let w = (score - max).exp();
+                    let vj = &v[(j * p.n_head_kv + kv_h) * dv..][..dv];
+                    for (o, &x) in state.iter_mut().zip(vj) {
+                        *o += w * f64::from(x);
+                    }
+                    state[dv + 1] += w;
+                }
+                state[dv] = max;
+            }
+        });
+    out
+}
+
+/// The attention output `[rows][dv]` from `splits` partial states per row (see
+/// [`attention_partials`]); states with a zero sum are empty.
+pub fn combine_partials(parts: &[f32], dv: usize, splits: usize) -> Vec<f64> {
+    parts
+        .chunks(splits * (dv + 2))
+        .flat_map(|states| {
+            let states: Vec<&[f32]> = states.chunks(dv + 2).filter(|s| s[dv + 1] > 0.0).collect();
+            let max = states
+                .iter()
+                .map(|s| f64::from(s[dv]))
+                .fold(f64::NEG_INFINITY, f64::max);
+            let weight = |s: &[f32]| (f64::from(s[dv]) - max).exp();
+            let sum: f64 = states
+                .iter()
+                .map(|s| weight(s) * f64::from(s[dv + 1]))
+                .sum();
+            (0..dv)
+                .map(|d| {
+                    states
+                        .iter()
+                        .map(|s| weight(s) * f64::from(s[d]))
+                        .sum::<f64>()
+                        / sum
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// Rotary embedding of x [T][n_heads * head_dim] by each token's angles (sin and cos
@@ -269,6 +354,31 @@ mod tests {
         p.softcap = Some(1.0);
         let y = attention(&[1.0, 1.0], &k, &v, 1, &p);
         close(&y, &[c / (1.0 + c), c / (1.0 + c)]);
+    }
+
+    #[test]
+    fn attention_partials_combine_to_attention() {
+        // 3 query heads on 1 KV head, dk 3, dv 2; 4 tokens after 6 cached, window 5: slices of
+        // 4 keys, the first empty for the last tokens.
+        let p = AttentionParams {
+            n_head: 3,
+            n_head_kv: 1,
+            head_dim_k: 3,
+            head_dim_v: 2,
+            scale: 0.7,
+            window: Some(5),
+            softcap: Some(2.0),
+        };
+        let wave = |n: usize, f: f32| (0..n).map(|i| (i as f32 * f).sin()).collect::<Vec<_>>();
+        let (q, k, v) = (wave(4 * 3 * 3, 1.3), wave(10 * 3, 0.7), wave(10 * 2, 2.1));
+        let parts = attention_partials(&q, &k, &v, 6, &p, 4);
+        let parts: Vec<f32> = parts.iter().map(|&x| x as f32).collect();
+        // The last token (position 9) sees keys 5..=9: nothing in slice 0.
+        let last = &parts[(3 * 3 + 2) * 3 * 4..][..4];
+        assert_eq!(last, [0.0; 4]);
+        let got = combine_partials(&parts, 2, 3);
+        let want = attention(&q, &k, &v, 6, &p);
+        assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6));
     }
 
     #[test]

@@ -32,6 +32,11 @@ pub enum Op {
     QuantGemm,
     /// Causal grouped-query attention over a KV cache, with sliding window and soft-capping.
     Attention,
+    /// [`Op::Attention`] over `split`-key slices of the cache: per slice, the partial softmax
+    /// state (unnormalized value sum, max score, sum of exponentials).
+    AttentionSplit,
+    /// Partial softmax states of [`Op::AttentionSplit`] merged into attention outputs.
+    AttentionCombine,
     /// Rotary position embedding from per-token sin and cos tables.
     Rope,
     /// Rows of an f16 table gathered by u32 token ids, scaled.
@@ -78,7 +83,8 @@ pub enum Cost {
 pub enum Baseline {
     /// cuBLAS fp16 GEMM (f32 accumulation) at the same shape.
     CublasF16,
-    /// A device-to-device copy moving the kernel's minimal traffic.
+    /// A device-to-device copy moving the kernel's minimal traffic (for a kernel measured in
+    /// flops, the rate it would reach if it took only that copy's time).
     Copy,
 }
 
@@ -118,6 +124,21 @@ pub const SPECS: &[Spec] = &[
     // Reads the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
     spec("attention_f32", Op::Attention, Elem::F32, Elem::F32),
+    // Tensor cores, f16 Q, K, V; heads of exactly its `D` (FLASH_HEAD_DIM by default).
+    spec("flash_attn_f16", Op::Attention, Elem::F16, Elem::F32),
+    // f32 queries, f16 caches (see `Spec::input_elem`).
+    spec(
+        "attention_split_f16",
+        Op::AttentionSplit,
+        Elem::F16,
+        Elem::F32,
+    ),
+    spec(
+        "attention_combine",
+        Op::AttentionCombine,
+        Elem::F32,
+        Elem::F32,
+    ),
     spec("rope_f32", Op::Rope, Elem::F32, Elem::F32),
     // An f16 table, then u32 token ids.
     spec("embed_f16", Op::Embed, Elem::F16, Elem::F32),
@@ -127,6 +148,7 @@ pub const SPECS: &[Spec] = &[
     quant("embed_q8_0", Op::Embed, GgmlType::Q8_0, Elem::F32),
     quant("embed_q5_0", Op::Embed, GgmlType::Q5_0, Elem::F32),
     spec("copy_f32", Op::Copy, Elem::F32, Elem::F32),
+    spec("copy_f32_to_f16", Op::Copy, Elem::F32, Elem::F16),
     spec("add_bias_f32", Op::AddBias, Elem::F32, Elem::F32),
     spec("scale_f32", Op::Scale, Elem::F32, Elem::F32),
     spec("softcap_f32", Op::Softcap, Elem::F32, Elem::F32),
@@ -189,6 +211,9 @@ pub const ROPE_ROW0: usize = 3;
 /// The attention kernel's widest head (its `D_MAX`).
 pub const ATTENTION_MAX_HEAD_DIM: usize = 512;
 
+/// `flash_attn_f16`'s head width `D` without a variant's override.
+pub const FLASH_HEAD_DIM: usize = 128;
+
 /// The GEMM shapes of ../shared/ANCHORS.md as T x N x K (N x K is the weight, m x k there).
 const ANCHOR_GEMMS: &[&[usize]] = &[
     &[512, 4096, 14336],
@@ -212,6 +237,10 @@ impl Spec {
             Op::Attention => &[
                 "heads", "kv_heads", "dk", "dv", "T", "n_kv", "window", "softcap",
             ],
+            Op::AttentionSplit => &[
+                "heads", "kv_heads", "dk", "dv", "T", "n_kv", "window", "softcap", "split",
+            ],
+            Op::AttentionCombine => &["heads", "T", "dv", "splits"],
             // n_rot of head_dim dimensions rotated; neox 1 pairs (i, i + n_rot / 2), 0 (2i, 2i + 1).
             Op::Rope => &["heads", "T", "head_dim", "n_rot", "neox"],
             Op::Embed => &["vocab", "T", "cols"],
@@ -294,6 +323,29 @@ impl Spec {
                 // One KV head, decode in a window; the widest heads (Gemma 4 global layers).
                 &[8, 1, 256, 256, 1, 4096, 1024, 0],
                 &[8, 2, 512, 512, 3, 300, 0, 0],
+                // Gemma 3 local layers (windows 512 and 1024), long prefill, head widths 64.
+                &[16, 8, 256, 256, 2048, 2048, 1024, 0],
+                &[8, 4, 256, 256, 2048, 2048, 512, 0],
+                &[32, 8, 128, 128, 2048, 2048, 0, 0],
+                &[14, 2, 64, 64, 300, 300, 0, 0],
+                &[14, 2, 64, 64, 77, 333, 0, 30],
+                &[8, 4, 256, 256, 77, 333, 0, 0],
+            ],
+            // Decode and an 8-token batch deep into a Llama 3 8B context; Gemma 3 local layers
+            // (most slices empty); the widest heads; ragged slices and heads.
+            Op::AttentionSplit => &[
+                &[32, 8, 128, 128, 1, 4096, 0, 0, 256],
+                &[32, 8, 128, 128, 8, 4096, 0, 0, 256],
+                &[16, 8, 256, 256, 1, 8000, 1024, 0, 512],
+                &[16, 8, 256, 256, 4, 3000, 0, 50, 128],
+                &[8, 2, 512, 512, 3, 300, 0, 0, 64],
+                &[6, 3, 40, 24, 5, 77, 9, 0, 10],
+            ],
+            Op::AttentionCombine => &[
+                &[32, 1, 128, 16],
+                &[32, 8, 128, 16],
+                &[8, 3, 512, 5],
+                &[6, 5, 24, 1],
             ],
             Op::Rope => &[
                 &[1, 1, 2, 2, 1],
@@ -349,12 +401,29 @@ impl Spec {
                 &[130, 136, 256],
             ],
             // Prefill after a cached prefix with window and cap, prefill from scratch, decode.
+            Op::Attention if self.input == Elem::F16 => &[
+                // Two query tiles (ragged) after a prefix; a window cutting key tiles; a cap;
+                // one head per KV head; decode. One head width per variant (64, 128, 256).
+                &[4, 2, 64, 64, 77, 90, 0, 0],
+                &[4, 2, 64, 64, 33, 40, 20, 0],
+                &[4, 2, 64, 64, 5, 40, 0, 30],
+                &[2, 2, 64, 64, 1, 70, 0, 0],
+                &[4, 2, 128, 128, 33, 40, 0, 0],
+                &[4, 2, 128, 128, 70, 70, 9, 20],
+                &[2, 1, 256, 256, 33, 40, 24, 0],
+            ],
             Op::Attention => &[
                 &[4, 2, 40, 24, 5, 8, 4, 20],
                 &[4, 2, 40, 24, 6, 6, 0, 0],
                 &[4, 2, 40, 24, 1, 10, 3, 0],
                 &[2, 1, 33, 65, 3, 3, 0, 0],
             ],
+            Op::AttentionSplit => &[
+                &[4, 2, 64, 64, 1, 70, 0, 0, 16],
+                &[4, 2, 40, 24, 3, 50, 20, 30, 16],
+                &[2, 1, 160, 136, 8, 33, 0, 0, 8],
+            ],
+            Op::AttentionCombine => &[&[4, 3, 40, 5], &[2, 1, 136, 1]],
             // Partial rotation both ways, an odd unrotated tail, more dimensions than threads.
             Op::Rope => &[
                 &[3, 4, 24, 16, 0],
@@ -388,8 +457,21 @@ impl Spec {
             Op::Dequant => &[&[4096, 14336], &[14336, 4096]],
             Op::Attention => &[
                 &[32, 8, 128, 128, 512, 512, 0, 0],
+                &[32, 8, 128, 128, 2048, 2048, 0, 0],
                 &[32, 8, 128, 128, 1, 2048, 0, 0],
+                // Gemma 3 12B/27B-like local layer: window 1024 over a 2048 prefill.
+                &[16, 8, 256, 256, 2048, 2048, 1024, 0],
             ],
+            // Slice sizes to choose from: shorter slices mean more blocks and shorter serial
+            // key loops per warp, and more partials to merge.
+            Op::AttentionSplit => &[
+                &[32, 8, 128, 128, 1, 4096, 0, 0, 64],
+                &[32, 8, 128, 128, 1, 4096, 0, 0, 128],
+                &[32, 8, 128, 128, 1, 4096, 0, 0, 256],
+                &[32, 8, 128, 128, 8, 4096, 0, 0, 128],
+                &[32, 8, 128, 128, 1, 32768, 0, 0, 512],
+            ],
+            Op::AttentionCombine => &[&[32, 1, 128, 16], &[32, 8, 128, 16]],
             Op::Rope => &[&[32, 512, 128, 128, 1], &[32, 2048, 128, 128, 1]],
             Op::Embed => &[&[32000, 512, 4096], &[32000, 2048, 4096]],
             // KV cache appends.
@@ -413,6 +495,14 @@ impl Spec {
                 d[0].is_multiple_of(d[1])
                     && d[2].max(d[3]) <= ATTENTION_MAX_HEAD_DIM
                     && d[4] <= d[5]
+                    && d[4] > 0
+            }
+            (Op::AttentionSplit, _) => {
+                d[0].is_multiple_of(d[1])
+                    && d[2].max(d[3]) <= ATTENTION_MAX_HEAD_DIM
+                    && 0 < d[4]
+                    && d[4] <= d[5]
+                    && d[8] > 0
             }
             (Op::Rope, _) => d[3].is_multiple_of(2) && d[3] <= d[2] && d[4] <= 1,
             _ => true,
@@ -441,6 +531,14 @@ impl Spec {
                 (d[5] * d[1] * d[2], 1.0),
                 (d[5] * d[1] * d[3], 1.0),
             ],
+            Op::AttentionSplit => vec![
+                (d[4] * d[0] * d[2], 4.0),
+                (d[5] * d[1] * d[2], 1.0),
+                (d[5] * d[1] * d[3], 1.0),
+            ],
+            // Scores spread over 16 (m), sums of exponentials made positive, some splits
+            // emptied ([`Spec::fill_tables`]).
+            Op::AttentionCombine => vec![(d[1] * d[0] * d[3] * (d[2] + 2), 8.0)],
             // x, then sin and cos ([`Spec::fill_tables`] overwrites them).
             Op::Rope => vec![
                 (d[1] * d[0] * d[2], 1.0),
@@ -461,6 +559,7 @@ impl Spec {
     pub fn input_elem(&self, i: usize) -> Elem {
         match (self.op, i, self.weight) {
             (Op::Embed, 1, None) | (Op::Embed, 0, Some(_)) => Elem::U32,
+            (Op::AttentionSplit, 0, _) => Elem::F32,
             _ => self.input,
         }
     }
@@ -468,6 +567,18 @@ impl Spec {
     /// Overwrites the inputs that are not random: rope's sin and cos tables, for positions
     /// `ROPE_START - ROPE_ROW0..` as the GPU backend computes them.
     pub fn fill_tables(&self, s: &Shape, inputs: &mut [Vec<f32>]) {
+        if self.op == Op::AttentionCombine {
+            let (splits, dv) = (s.0[3], s.0[2]);
+            for (i, state) in inputs[0].chunks_mut(dv + 2).enumerate() {
+                // Every row keeps its first split; every third other one is empty.
+                if i % splits > 0 && i % 3 == 0 {
+                    state.fill(0.0);
+                } else {
+                    state[dv + 1] = state[dv + 1].abs();
+                }
+            }
+            return;
+        }
         if self.op != Op::Rope {
             return;
         }
@@ -493,6 +604,8 @@ impl Spec {
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => d[0],
             Op::Gemm | Op::Matvec | Op::QuantGemm | Op::Dequant => d[0] * d[1],
             Op::Attention => d[4] * d[0] * d[3],
+            Op::AttentionSplit => d[4] * d[0] * d[5].div_ceil(d[8]) * (d[3] + 2),
+            Op::AttentionCombine => d[1] * d[0] * d[2],
             Op::Rope => d[1] * d[0] * d[2],
             Op::Embed => d[1] * d[2],
             Op::Copy => d[1] + d[2],
@@ -522,6 +635,22 @@ impl Spec {
                 a.push(ScalarValue::U32(p.window.unwrap_or(0) as u32));
                 a.push(ScalarValue::F32(p.scale));
                 a.push(ScalarValue::F32(p.softcap.unwrap_or(0.0)));
+                return a;
+            }
+            Op::AttentionSplit => {
+                let (p, start) = attention_params(s);
+                let mut a = u32s(&[
+                    p.n_head,
+                    p.n_head_kv,
+                    p.head_dim_k,
+                    p.head_dim_v,
+                    d[4],
+                    start,
+                ]);
+                a.push(ScalarValue::U32(p.window.unwrap_or(0) as u32));
+                a.push(ScalarValue::F32(p.scale));
+                a.push(ScalarValue::F32(p.softcap.unwrap_or(0.0)));
+                a.push(ScalarValue::U32(d[8] as u32));
                 return a;
             }
             Op::Rope => u32s(&[d[0], d[1], d[2], d[3] / 2, d[4], ROPE_ROW0]),
@@ -566,6 +695,11 @@ impl Spec {
                 let (p, start) = attention_params(s);
                 reference::attention(&inputs[0], &inputs[1], &inputs[2], start, &p)
             }
+            Op::AttentionSplit => {
+                let (p, start) = attention_params(s);
+                reference::attention_partials(&inputs[0], &inputs[1], &inputs[2], start, &p, d[8])
+            }
+            Op::AttentionCombine => reference::combine_partials(&inputs[0], d[2], d[3]),
             Op::Rope => {
                 let skip = ROPE_ROW0 * d[3] / 2;
                 let (sin, cos) = (&inputs[1][skip..], &inputs[2][skip..]);
@@ -613,7 +747,9 @@ impl Spec {
             (Elem::F32, Op::Softcap) => 1e-3,
             // The same on every capped score, before the exponential: its error scales with the
             // score (see the attention inputs).
-            (Elem::F32, Op::Attention) if s.0[7] > 0 => 4e-3,
+            (Elem::F32, Op::Attention | Op::AttentionSplit) if s.0[7] > 0 => 4e-3,
+            // f16 probabilities (2^-11 each) times values, before the f32 sums.
+            (Elem::F32, Op::Attention) if self.input == Elem::F16 => 2e-3,
             // Tensor cores add each k-step's products with truncation, not one rounding.
             (Elem::F32, Op::Gemm) if self.input == Elem::F16 => 1e-4,
             // Weights dequantized in f16: d * scale, dmin * min and the weight itself each rounded
@@ -627,11 +763,20 @@ impl Spec {
 
     pub fn cost(&self, s: &Shape) -> Cost {
         let d = &s.0;
-        let out = self.out.size() as f64 * self.output_len(s) as f64;
         match self.op {
             Op::Gemm | Op::QuantGemm => Cost::Flops(2.0 * d[0] as f64 * d[1] as f64 * d[2] as f64),
+            // Per visible (query, key) pair and head: dk multiply-adds for the score, dv for
+            // the value sum. Masked pairs are not counted (causal about halves a prefill).
+            Op::Attention => {
+                let (p, start) = attention_params(s);
+                let visible: usize = (start..start + d[4])
+                    .map(|pos| pos + 1 - p.window.map_or(0, |w| (pos + 1).saturating_sub(w)))
+                    .sum();
+                Cost::Flops(2.0 * (d[0] * (d[2] + d[3]) * visible) as f64)
+            }
             // Only the gathered rows of the table are read.
             Op::Embed => {
+                let out = self.out.size() as f64 * self.output_len(s) as f64;
                 let row = match self.weight {
                     Some(ty) => d[2] / ty.block_size() * ty.type_size(),
                     None => d[2] * 2,
@@ -639,9 +784,14 @@ impl Spec {
                 Cost::Bytes((d[1] * (row + 4)) as f64 + out)
             }
             // n elements each way; the rest of x and y is not touched.
-            Op::Copy => Cost::Bytes(8.0 * d[2] as f64),
-            _ => Cost::Bytes(self.input_bytes(s) as f64 + out),
+            Op::Copy => Cost::Bytes(((4 + self.out.size()) * d[2]) as f64),
+            _ => Cost::Bytes(self.traffic(s)),
         }
+    }
+
+    /// The minimal DRAM traffic: every input read once, every output written once.
+    pub fn traffic(&self, s: &Shape) -> f64 {
+        self.input_bytes(s) as f64 + self.out.size() as f64 * self.output_len(s) as f64
     }
 
     /// The bytes of all inputs on the device (quantized weights at their GGUF size).
@@ -681,19 +831,33 @@ impl Spec {
             .join(" ")
     }
 
-    /// `requested` shapes of this kernel's rank that it accepts, or `defaults` (those it
-    /// accepts) when none were requested.
-    pub fn shapes(&self, requested: &[Shape], defaults: &[&[usize]]) -> Vec<Shape> {
+    /// Whether kernel (or variant) `kernel` of this spec handles a shape: [`Spec::accepts`],
+    /// and a flash attention variant's head width.
+    pub fn accepts_kernel(&self, kernel: &str, s: &Shape) -> bool {
+        let d = &s.0;
+        let fixed_head = match (self.op, self.input) {
+            (Op::Attention, Elem::F16) => {
+                let width = variant_param(kernel, "D").unwrap_or(FLASH_HEAD_DIM);
+                d[2] == width && d[3] == width
+            }
+            _ => true,
+        };
+        fixed_head && self.accepts(s)
+    }
+
+    /// `requested` shapes of this kernel's rank that kernel (or variant) `kernel` accepts, or
+    /// `defaults` (those it accepts) when none were requested.
+    pub fn shapes(&self, kernel: &str, requested: &[Shape], defaults: &[&[usize]]) -> Vec<Shape> {
         if requested.is_empty() {
             defaults
                 .iter()
                 .map(|d| Shape(d.to_vec()))
-                .filter(|s| self.accepts(s))
+                .filter(|s| self.accepts_kernel(kernel, s))
                 .collect()
         } else {
             requested
                 .iter()
-                .filter(|s| s.0.len() == self.dims().len() && self.accepts(s))
+                .filter(|s| s.0.len() == self.dims().len() && self.accepts_kernel(kernel, s))
                 .cloned()
                 .collect()
         }
@@ -714,6 +878,17 @@ pub fn attention_params(s: &Shape) -> (AttentionParams, usize) {
         softcap: (d[7] > 0).then_some(d[7] as f32),
     };
     (p, d[5] - d[4])
+}
+
+/// The value of compile-time parameter `name` in a variant's registry key
+/// (`flash_attn_f16@D=64,BKV=32`), if the variant sets it.
+pub fn variant_param(kernel: &str, name: &str) -> Option<usize> {
+    let (_, defines) = kernel.split_once('@')?;
+    defines
+        .split(',')
+        .filter_map(|d| d.split_once('='))
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, v)| v.parse().ok())
 }
 
 /// `embed_f16`'s scale: Gemma's `sqrt(cols)`, which rounds.
@@ -880,8 +1055,8 @@ mod tests {
         let gemm = spec_for("gemm_simt@BM=128,BN=64").unwrap();
         assert_eq!(gemm.describe(&s), "T=512 N=4096 K=4096");
         let requested = vec![s.clone(), "37x1000".parse().unwrap()];
-        assert_eq!(gemm.shapes(&requested, &[]), vec![s]);
-        assert_eq!(gemm.shapes(&[], ANCHOR_GEMMS).len(), 6);
+        assert_eq!(gemm.shapes("gemm_simt", &requested, &[]), vec![s]);
+        assert_eq!(gemm.shapes("gemm_simt", &[], ANCHOR_GEMMS).len(), 6);
     }
 
     #[test]
@@ -895,6 +1070,29 @@ mod tests {
             Cost::Bytes((64 + 32 + 32) as f64)
         );
         assert_eq!(norm.baseline(), Baseline::Copy);
+        // Positions 2, 3, 4: 3 + 4 + 5 visible keys, 2 in a window of 2; 2 heads x (4 + 4).
+        let attention = spec_for("flash_attn_f16").unwrap();
+        let cost = |window| attention.cost(&Shape(vec![2, 1, 4, 4, 3, 5, window, 0]));
+        assert_eq!(cost(0), Cost::Flops(16.0 * 2.0 * 12.0));
+        assert_eq!(cost(2), Cost::Flops(16.0 * 2.0 * 6.0));
+    }
+
+    #[test]
+    fn flash_attention_variants_take_heads_of_their_width() {
+        let flash = spec_for("flash_attn_f16@D=64").unwrap();
+        let shape = |d| Shape(vec![4, 2, d, d, 5, 9, 0, 0]);
+        assert_eq!(
+            variant_param("flash_attn_f16@D=256,BKV=32", "BKV"),
+            Some(32)
+        );
+        assert_eq!(variant_param("flash_attn_f16", "D"), None);
+        assert!(flash.accepts_kernel("flash_attn_f16@D=64", &shape(64)));
+        assert!(!flash.accepts_kernel("flash_attn_f16@D=64", &shape(128)));
+        assert!(flash.accepts_kernel("flash_attn_f16", &shape(FLASH_HEAD_DIM)));
+        assert!(!flash.accepts_kernel("flash_attn_f16", &Shape(vec![4, 2, 128, 64, 5, 9, 0, 0])));
+        // attention_f32 takes any width up to its D_MAX, whatever its variant key says.
+        let simt = spec_for("attention_f32@D=64").unwrap();
+        assert!(simt.accepts_kernel("attention_f32@D=64", &shape(128)));
     }
 
     #[test]
@@ -904,7 +1102,7 @@ mod tests {
         assert!(gemm.accepts(&Shape(vec![7, 9, 16])));
         assert!(!gemm.accepts(&Shape(vec![7, 9, 12])));
         let ragged: Shape = "7x9x12".parse().unwrap();
-        assert_eq!(gemm.shapes(&[ragged], &[]), vec![]);
+        assert_eq!(gemm.shapes("gemm_f16", &[ragged], &[]), vec![]);
         assert!(gemm.selftest_shapes().iter().all(|d| d[2] % 8 == 0));
     }
 
