@@ -4,16 +4,16 @@
 use std::fmt::Display;
 use std::sync::Arc;
 
+use crate::gpu::dispatch::device_words;
 use anyhow::{anyhow, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use zinc_models::quant::{planar_fields, to_planar};
 use zinc_runtime::half::f16;
 use zinc_runtime::{Arg, Device, DeviceBuffer, Grid, Kernel, ScalarValue, Stream};
 
 use crate::reference;
 use crate::registry::Registry;
-use crate::specs::{Elem, Op, Shape, Spec};
+use crate::specs::{Elem, Shape, Spec};
 
 /// Opens GPU 0. Errors stay one line ("no CUDA driver ...").
 pub fn open_device() -> Result<Arc<Device>> {
@@ -97,23 +97,10 @@ pub enum ElemBuf {
 }
 
 /// Weights `w` quantized as `spec`'s weight type (models/src/quant), as the u32 words its
-/// kernel reads; the last word is zero-padded. The tensor-core GEMMs read types with a planar
-/// layout in that layout, as the engine uploads them.
+/// kernel reads, laid out as the engine uploads them ([`device_words`]).
 pub fn weight_words(spec: &Spec, w: &[f32]) -> Vec<u32> {
     let ty = spec.weight_type();
-    let bytes = reference::quantize(ty, w);
-    let bytes = match (spec.op, planar_fields(ty)) {
-        (Op::QuantGemm, Some(_)) => to_planar(ty, &bytes).expect("whole blocks"),
-        _ => bytes,
-    };
-    bytes
-        .chunks(4)
-        .map(|c| {
-            let mut word = [0u8; 4];
-            word[..c.len()].copy_from_slice(c);
-            u32::from_le_bytes(word)
-        })
-        .collect()
+    device_words(ty, &reference::quantize(ty, w)).expect("whole blocks")
 }
 
 impl ElemBuf {
@@ -215,7 +202,6 @@ impl DeviceCase {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::specs::spec_for;
 
     #[test]
     fn random_values_are_nonzero_in_range_and_reproducible() {
@@ -224,24 +210,6 @@ mod tests {
         assert!(v.iter().all(|x| (0.2..=2.0).contains(&x.abs())));
         assert!(v.iter().any(|&x| x < 0.0) && v.iter().any(|&x| x > 0.0));
         assert_eq!(v, draw());
-    }
-
-    #[test]
-    fn quantized_gemms_read_planar_q6k_and_raw_q4k() {
-        let w = nonzero(&mut SmallRng::seed_from_u64(3), 2 * 256, 1.0);
-        let words = |kernel| weight_words(spec_for(kernel).unwrap(), &w);
-        assert_eq!(words("gemm_q4k"), words("matvec_q4k"));
-        let (planar, raw) = (words("gemm_q6k"), words("matvec_q6k"));
-        assert_eq!(planar.len(), raw.len());
-        assert_ne!(planar, raw);
-        // The first planar word is block 0's first low-nibble bytes, as in the raw layout;
-        // the scales of block 1 follow the two blocks' 192 bytes of quants.
-        assert_eq!(planar[0], raw[0]);
-        let bytes = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-        assert_eq!(
-            bytes(&planar)[2 * 192 + 16..2 * 192 + 32],
-            bytes(&raw)[210 + 192..210 + 208]
-        );
     }
 
     #[test]

@@ -654,6 +654,8 @@ impl Spec {
                 return a;
             }
             Op::Rope => u32s(&[d[0], d[1], d[2], d[3] / 2, d[4], ROPE_ROW0]),
+            // Quantized tables also take their row count (planar layouts need it).
+            Op::Embed if self.weight.is_some() => u32s(d),
             Op::Embed => u32s(&[d[1], d[2]]),
             Op::AddBias => u32s(&[d[0] * d[1], d[1]]),
             Op::Scale => vec![ScalarValue::F32(SCALE), ScalarValue::U32(d[0] as u32)],
@@ -1109,7 +1111,7 @@ mod tests {
     #[test]
     fn references_have_one_value_per_output() {
         for spec in SPECS {
-            let shapes = spec.shapes(&[], spec.selftest_shapes());
+            let shapes = spec.shapes(spec.kernel, &[], spec.selftest_shapes());
             let shape = shapes.get(1).unwrap_or(&shapes[0]).clone();
             let inputs: Vec<Vec<f32>> = spec
                 .inputs(&shape)

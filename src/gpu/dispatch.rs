@@ -4,7 +4,7 @@
 //! batches (T <= 8) the quantized matvecs, sized to the batch; above that an f16 tensor-core GEMM
 //! on the weights dequantized into a scratch buffer, until the fused quantized GEMMs replace it.
 
-use zinc_models::quant::GgmlType;
+use zinc_models::quant::{planar_fields, to_planar, GgmlType, QuantError};
 
 /// The widest batch the matvec kernels take (their default `TMAX`).
 pub const MATVEC_MAX_T: usize = 8;
@@ -26,6 +26,29 @@ pub fn quant_suffix(ty: GgmlType) -> Option<&'static str> {
     }
 }
 
+/// The bytes of a `ty` matrix as every kernel reads them, as little-endian u32 words (the last
+/// one zero-padded): GGUF blocks as they are, or, for types whose blocks are not 16-byte
+/// multiples (Q6_K), the same bytes grouped by field into aligned planes
+/// (models/src/quant/planar.rs).
+pub fn device_words(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u32>, QuantError> {
+    let planar;
+    let bytes = match planar_fields(ty) {
+        Some(_) => {
+            planar = to_planar(ty, bytes)?;
+            &planar[..]
+        }
+        None => bytes,
+    };
+    Ok(bytes
+        .chunks(4)
+        .map(|c| {
+            let mut word = [0u8; 4];
+            word[..c.len()].copy_from_slice(c);
+            u32::from_le_bytes(word)
+        })
+        .collect())
+}
+
 /// The matvec for `t` tokens (1..=MATVEC_MAX_T) of a `ty` matrix with `n` rows and `k` columns.
 pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
     let suffix = quant_suffix(ty).expect("matvec of a type without kernels");
@@ -41,6 +64,38 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
         _ => return format!("matvec_{suffix}"),
     };
     format!("matvec_{suffix}@{variant}")
+}
+
+/// The fused quantized GEMM for `t` tokens (more than [`MATVEC_MAX_T`]) of a `ty` matrix, if
+/// the type has one; others are dequantized into a scratch f16 matrix for [`gemm_f16`].
+pub fn quant_gemm(ty: GgmlType, _t: usize) -> Option<&'static str> {
+    match ty {
+        GgmlType::Q4_K => Some("gemm_q4k"),
+        GgmlType::Q6_K => Some("gemm_q6k"),
+        _ => None,
+    }
+}
+
+/// The flash-attention build for `t` queries of head widths `dk`, `dv`, if one fits: prefill-size
+/// batches with equal widths of 64, 128 or 256.
+pub fn flash_attention(dk: usize, dv: usize, t: usize) -> Option<&'static str> {
+    if dk != dv || t <= MATVEC_MAX_T {
+        return None;
+    }
+    match dk {
+        64 => Some("flash_attn_f16@D=64"),
+        128 => Some("flash_attn_f16"),
+        256 => Some("flash_attn_f16@D=256,BKV=32"),
+        _ => None,
+    }
+}
+
+/// Keys per block of the split attention over `n_kv` keys for `rows` (query, head) pairs:
+/// enough blocks to fill the GPU several times over, at least 64 keys each.
+pub fn attention_split(n_kv: usize, rows: usize) -> usize {
+    const TARGET_BLOCKS: usize = 1024;
+    let split = (n_kv * rows).div_ceil(TARGET_BLOCKS).next_multiple_of(64);
+    split.max(64)
 }
 
 /// The f16 tensor-core GEMM variant for `t` tokens: 256-row tiles of 64 x 64 warps for long
@@ -62,6 +117,9 @@ mod tests {
     #[test]
     fn dispatched_kernels_exist() {
         let mut names = vec![gemm_f16(1).to_string(), gemm_f16(4096).to_string()];
+        for d in [64, 128, 256] {
+            names.push(flash_attention(d, d, 512).unwrap().to_string());
+        }
         for ty in [
             GgmlType::Q4_K,
             GgmlType::Q6_K,
@@ -72,7 +130,10 @@ mod tests {
                 names.push(matvec(ty, t, 4096, 14336));
                 names.push(matvec(ty, t, 14336, 4096));
             }
-            names.push(format!("dequant_{}", quant_suffix(ty).unwrap()));
+            let suffix = quant_suffix(ty).unwrap();
+            names.push(format!("dequant_{suffix}"));
+            names.push(format!("embed_{suffix}"));
+            names.extend(quant_gemm(ty, 512).map(String::from));
         }
         for arch in embedded() {
             for name in &names {
@@ -85,6 +146,30 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Q4_K goes up as it is; Q6_K in planes: block 0's first low-nibble bytes first, block 1's
+    /// scales after both blocks' 192 bytes of quants.
+    #[test]
+    fn device_layouts() {
+        let bytes = |ty: GgmlType| -> Vec<u8> {
+            (0..2 * ty.type_size())
+                .map(|i| (i * 7 % 251) as u8)
+                .collect()
+        };
+        let le = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let q4k = bytes(GgmlType::Q4_K);
+        assert_eq!(le(&device_words(GgmlType::Q4_K, &q4k).unwrap()), q4k);
+        let raw = bytes(GgmlType::Q6_K);
+        let planar = le(&device_words(GgmlType::Q6_K, &raw).unwrap());
+        assert_eq!(planar.len(), 420);
+        assert_eq!(planar[..128], raw[..128]);
+        assert_eq!(planar[128..256], raw[210..338]);
+        assert_eq!(
+            planar[2 * 192 + 16..2 * 192 + 32],
+            raw[210 + 192..210 + 208]
+        );
+        assert!(device_words(GgmlType::Q6_K, &raw[..300]).is_err());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! matrix into a scratch f16 buffer and run zinc's f16 tensor-core GEMM, until the fused
 //! quantized GEMMs (issue 5) replace that step.
 
-mod dispatch;
+pub mod dispatch;
 #[cfg(test)]
 mod tests;
 
@@ -35,7 +35,7 @@ use zinc_runtime::{Arg, Device, DeviceBuffer, Event, Grid, Kernel, RuntimeError,
 
 use crate::registry::{Registry, RegistryError};
 
-/// Widest attention head the SIMT attention kernel takes (its `D_MAX`).
+/// Widest attention head the split attention kernel takes (its `D_MAX`).
 const MAX_HEAD_DIM: usize = 512;
 
 #[derive(Debug, Error)]
@@ -121,7 +121,9 @@ struct Kernels {
     scale: Arc<Kernel>,
     softcap: Arc<Kernel>,
     rope: Arc<Kernel>,
-    attention: Arc<Kernel>,
+    append_f16: Arc<Kernel>,
+    attention_split: Arc<Kernel>,
+    attention_combine: Arc<Kernel>,
 }
 
 impl Kernels {
@@ -139,7 +141,9 @@ impl Kernels {
             scale: k("scale_f32")?,
             softcap: k("softcap_f32")?,
             rope: k("rope_f32")?,
-            attention: k("attention_f32")?,
+            append_f16: k("copy_f32_to_f16")?,
+            attention_split: k("attention_split_f16")?,
+            attention_combine: k("attention_combine")?,
         })
     }
 }
@@ -164,8 +168,8 @@ enum Weights {
 
 /// One layer's keys and values for positions `0..capacity`, and how many are valid.
 struct LayerCache {
-    k: DeviceBuffer<f32>,
-    v: DeviceBuffer<f32>,
+    k: DeviceBuffer<f16>,
+    v: DeviceBuffer<f16>,
     len: usize,
 }
 
@@ -268,7 +272,7 @@ impl Gpu {
         let cache_bytes: u64 = (0..config.n_layer)
             .map(|il| {
                 let row = config.head_dim_k_at(il) + config.head_dim_v_at(il);
-                (4 * capacity * config.n_head_kv_at(il) * row) as u64
+                (2 * capacity * config.n_head_kv_at(il) * row) as u64
             })
             .sum();
         let needed = weights + cache_bytes + WORKING_BYTES;
@@ -330,6 +334,23 @@ impl Gpu {
 
     fn kernel(&self, name: &str) -> Result<Arc<Kernel>> {
         self.registry.kernel(name).gpu()
+    }
+
+    /// `y` plus `w`'s bias, if it has one.
+    fn with_bias(&self, y: DeviceBuffer<f32>, w: &Matrix) -> Result<DeviceBuffer<f32>> {
+        let Some(b) = &w.bias else { return Ok(y) };
+        let mut with_bias = self.alloc(y.len())?;
+        self.launch(
+            &self.kernels.add_bias,
+            &mut [
+                (&y).into(),
+                b.into(),
+                (&mut with_bias).into(),
+                u32_arg(y.len())?,
+                u32_arg(w.out_dim)?,
+            ],
+        )?;
+        Ok(with_bias)
     }
 
     /// `{family}_{type}`, e.g. `dequant_q4k`.
@@ -421,15 +442,12 @@ impl Backend for Gpu {
 
     fn matrix(&self, m: HostMatrix<'_>, bias: Option<Vec<f32>>) -> Result<Matrix> {
         let w = if dispatch::has_kernels(m.ty) {
-            let words: Vec<u32> = m
-                .data
-                .chunks(4)
-                .map(|c| {
-                    let mut word = [0u8; 4];
-                    word[..c.len()].copy_from_slice(c);
-                    u32::from_le_bytes(word)
+            let words = dispatch::device_words(m.ty, &m.data).map_err(|error| {
+                ModelError::from(zinc_models::gguf::GgufError::Quant {
+                    name: m.name.clone(),
+                    error,
                 })
-                .collect();
+            })?;
             Weights::Quant {
                 ty: m.ty,
                 blocks: self.queue.stream.upload(&words).gpu()?,
@@ -521,6 +539,16 @@ impl Backend for Gpu {
                     &self.kernels.to_f16,
                     &mut [x.into(), (&mut xh).into(), u32_arg(x.len())?],
                 )?;
+                if let Weights::Quant { ty, blocks } = weights {
+                    if let Some(name) = dispatch::quant_gemm(*ty, t) {
+                        let [t, n, k] = dims(t)?;
+                        self.launch(
+                            &*self.kernel(name)?,
+                            &mut [(&xh).into(), blocks.into(), (&mut y).into(), t, n, k],
+                        )?;
+                        return self.with_bias(y, w);
+                    }
+                }
                 let scratch;
                 let wh = match weights {
                     Weights::F16(wh) => wh,
@@ -543,19 +571,7 @@ impl Backend for Gpu {
                 )?;
             }
         }
-        let Some(b) = &w.bias else { return Ok(y) };
-        let mut with_bias = self.alloc(y.len())?;
-        self.launch(
-            &self.kernels.add_bias,
-            &mut [
-                (&y).into(),
-                b.into(),
-                (&mut with_bias).into(),
-                u32_arg(y.len())?,
-                u32_arg(w.out_dim)?,
-            ],
-        )?;
-        Ok(with_bias)
+        self.with_bias(y, w)
     }
 
     fn rms_norm(
@@ -655,41 +671,84 @@ impl Backend for Gpu {
             queue,
             kernels,
             cache,
+            registry,
             ..
         } = self;
         let cache = &mut cache[layer];
         debug_assert_eq!(cache.len, start, "the model truncates the cache first");
-        let k_off = start * p.n_head_kv * p.head_dim_k;
-        queue.copy(&kernels.copy, k, 0, &mut cache.k, k_off, k.len())?;
-        queue.copy(
-            &kernels.copy,
-            v,
-            0,
-            &mut cache.v,
-            start * p.n_head_kv * p.head_dim_v,
-            v.len(),
-        )?;
+        for (x, c, width) in [
+            (k, &mut cache.k, p.head_dim_k),
+            (v, &mut cache.v, p.head_dim_v),
+        ] {
+            queue.launch(
+                &kernels.append_f16,
+                &mut [
+                    x.into(),
+                    c.into(),
+                    u32_arg(0)?,
+                    u32_arg(start * p.n_head_kv * width)?,
+                    u32_arg(x.len())?,
+                ],
+            )?;
+        }
         cache.len = needed;
         let mut o = queue
             .stream
             .alloc(n_tokens * p.n_head * p.head_dim_v)
             .gpu()?;
-        queue.launch(
-            &kernels.attention,
-            &mut [
-                q.into(),
+        let shape = [
+            u32_arg(p.n_head)?,
+            u32_arg(p.n_head_kv)?,
+            u32_arg(p.head_dim_k)?,
+            u32_arg(p.head_dim_v)?,
+            u32_arg(n_tokens)?,
+            u32_arg(start)?,
+            u32_arg(p.window.unwrap_or(0))?,
+            p.scale.into(),
+            p.softcap.unwrap_or(0.0).into(),
+        ];
+        let flash = dispatch::flash_attention(p.head_dim_k, p.head_dim_v, n_tokens);
+        if let Some(name) = flash {
+            let mut qh = queue.stream.alloc::<f16>(q.len()).gpu()?;
+            queue.launch(
+                &kernels.to_f16,
+                &mut [q.into(), (&mut qh).into(), u32_arg(q.len())?],
+            )?;
+            let mut args = vec![
+                (&qh).into(),
                 (&cache.k).into(),
                 (&cache.v).into(),
                 (&mut o).into(),
+            ];
+            args.extend(shape);
+            queue.launch(&*registry.kernel(name).gpu()?, &mut args)?;
+            return Ok(o);
+        }
+        // Few queries, or head widths without a flash build: split the keys over blocks.
+        let split = dispatch::attention_split(needed, p.n_head * n_tokens);
+        let n_splits = needed.div_ceil(split);
+        let mut part: DeviceBuffer<f32> = queue
+            .stream
+            .alloc(n_tokens * p.n_head * n_splits * (p.head_dim_v + 2))
+            .gpu()?;
+        let mut args = vec![
+            q.into(),
+            (&cache.k).into(),
+            (&cache.v).into(),
+            (&mut part).into(),
+        ];
+        args.extend(shape);
+        args.push(u32_arg(split)?);
+        queue.launch(&kernels.attention_split, &mut args)?;
+        queue.launch(
+            &kernels.attention_combine,
+            &mut [
+                (&part).into(),
+                (&mut o).into(),
                 u32_arg(p.n_head)?,
-                u32_arg(p.n_head_kv)?,
-                u32_arg(p.head_dim_k)?,
-                u32_arg(p.head_dim_v)?,
                 u32_arg(n_tokens)?,
-                u32_arg(start)?,
-                u32_arg(p.window.unwrap_or(0))?,
-                p.scale.into(),
-                p.softcap.unwrap_or(0.0).into(),
+                u32_arg(p.head_dim_v)?,
+                u32_arg(n_splits)?,
             ],
         )?;
         Ok(o)
