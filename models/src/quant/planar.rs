@@ -11,9 +11,12 @@
 
 use super::{GgmlType, QuantError};
 
-/// The fields of a type's planar layout as (offset in the block, size), in plane order, or None
-/// if it has none. They cover the block exactly once.
-pub fn planar_fields(ty: GgmlType) -> Option<&'static [(usize, usize)]> {
+/// Fields of a block as (offset in the block, size), in plane order.
+pub type PlanarFields = &'static [(usize, usize)];
+
+/// The fields of a type's planar layout, or None if it has none. They cover the block exactly
+/// once.
+pub fn planar_fields(ty: GgmlType) -> Option<PlanarFields> {
     match ty {
         GgmlType::Q6_K => Some(&[(0, 128), (128, 64), (192, 16), (208, 2)]),
         GgmlType::Q8_0 => Some(&[(2, 32), (0, 2)]),
@@ -21,7 +24,7 @@ pub fn planar_fields(ty: GgmlType) -> Option<&'static [(usize, usize)]> {
     }
 }
 
-fn fields_of(ty: GgmlType, len: usize) -> Result<(&'static [(usize, usize)], usize), QuantError> {
+fn fields_of(ty: GgmlType, len: usize) -> Result<(PlanarFields, usize), QuantError> {
     let fields = planar_fields(ty).ok_or(QuantError::Unsupported {
         ty,
         op: "planar layout",
