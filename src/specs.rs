@@ -121,8 +121,9 @@ pub const SPECS: &[Spec] = &[
     quant("matvec_q8_0", Op::Matvec, GgmlType::Q8_0, Elem::F32),
     quant("matvec_q5_0", Op::Matvec, GgmlType::Q5_0, Elem::F32),
     quant_gemm("gemm_q4k", GgmlType::Q4_K),
-    // Reads the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
+    // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
+    quant_gemm("gemm_q8_0", GgmlType::Q8_0),
     spec("attention_f32", Op::Attention, Elem::F32, Elem::F32),
     // Tensor cores, f16 Q, K, V; heads of exactly its `D` (FLASH_HEAD_DIM by default).
     spec("flash_attn_f16", Op::Attention, Elem::F16, Elem::F32),
@@ -483,10 +484,13 @@ impl Spec {
 
     /// Whether the kernel handles a shape: f16 GEMMs copy K in 16-byte chunks, so they need K
     /// to be a multiple of 8.
-    /// Quantized weights need K to be a whole number of blocks.
+    /// Quantized weights need K to be a whole number of blocks (and of 64-weight slices for the
+    /// quantized GEMMs).
     pub fn accepts(&self, s: &Shape) -> bool {
         if let Some(ty) = self.weight {
-            return s.0[s.0.len() - 1].is_multiple_of(ty.block_size());
+            // The quantized GEMMs take K in 64-weight slices.
+            let slice = if self.op == Op::QuantGemm { 64 } else { 1 };
+            return s.0[s.0.len() - 1].is_multiple_of(ty.block_size().max(slice));
         }
         let d = &s.0;
         match (self.op, self.input) {

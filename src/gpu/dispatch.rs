@@ -66,12 +66,17 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
     format!("matvec_{suffix}@{variant}")
 }
 
-/// The fused quantized GEMM for `t` tokens (more than [`MATVEC_MAX_T`]) of a `ty` matrix, if
-/// the type has one; others are dequantized into a scratch f16 matrix for [`gemm_f16`].
-pub fn quant_gemm(ty: GgmlType, _t: usize) -> Option<&'static str> {
+/// The fused quantized GEMM for `t` tokens (more than [`MATVEC_MAX_T`]) of a `ty` matrix with
+/// `k` columns, if there is one (they take 64-column slices); others are dequantized into a
+/// scratch f16 matrix for [`gemm_f16`].
+pub fn quant_gemm(ty: GgmlType, _t: usize, k: usize) -> Option<&'static str> {
+    if !k.is_multiple_of(64) {
+        return None;
+    }
     match ty {
         GgmlType::Q4_K => Some("gemm_q4k"),
         GgmlType::Q6_K => Some("gemm_q6k"),
+        GgmlType::Q8_0 => Some("gemm_q8_0"),
         _ => None,
     }
 }
@@ -133,7 +138,7 @@ mod tests {
             let suffix = quant_suffix(ty).unwrap();
             names.push(format!("dequant_{suffix}"));
             names.push(format!("embed_{suffix}"));
-            names.extend(quant_gemm(ty, 512).map(String::from));
+            names.extend(quant_gemm(ty, 512, 4096).map(String::from));
         }
         for arch in embedded() {
             for name in &names {
@@ -170,6 +175,10 @@ mod tests {
             raw[210 + 192..210 + 208]
         );
         assert!(device_words(GgmlType::Q6_K, &raw[..300]).is_err());
+        let raw = bytes(GgmlType::Q8_0);
+        let planar = le(&device_words(GgmlType::Q8_0, &raw).unwrap());
+        assert_eq!(planar[..32], raw[2..34]);
+        assert_eq!(planar[64..66], raw[..2]);
     }
 
     #[test]

@@ -540,7 +540,7 @@ impl Backend for Gpu {
                     &mut [x.into(), (&mut xh).into(), u32_arg(x.len())?],
                 )?;
                 if let Weights::Quant { ty, blocks } = weights {
-                    if let Some(name) = dispatch::quant_gemm(*ty, t) {
+                    if let Some(name) = dispatch::quant_gemm(*ty, t, k) {
                         let [t, n, k] = dims(t)?;
                         self.launch(
                             &*self.kernel(name)?,

@@ -10,7 +10,7 @@ mod quantize;
 mod types;
 
 pub use dequant::dequantize_row;
-pub use planar::{from_planar, planar_fields, to_planar};
+pub use planar::{from_planar, planar_fields, to_planar, PlanarFields};
 pub use quantize::quantize_row;
 pub use types::GgmlType;
 

@@ -6,25 +6,31 @@
 //! of 16 bytes when the fields before it are multiples of 16.
 //!
 //! Q6_K's 210-byte block becomes four planes: 128 bytes of low nibbles, 64 of high bit pairs,
-//! 16 of scales, then the 2-byte d of every block.
+//! 16 of scales, then the 2-byte d of every block; Q8_0's 34-byte block two: the 32 quants of
+//! every block (after its d in GGUF), then every d.
 
 use super::{GgmlType, QuantError};
 
-/// The field sizes of a type's planar layout, in block order, or None if it has none.
-pub fn planar_fields(ty: GgmlType) -> Option<&'static [usize]> {
+/// Fields of a block as (offset in the block, size), in plane order.
+pub type PlanarFields = &'static [(usize, usize)];
+
+/// The fields of a type's planar layout, or None if it has none. They cover the block exactly
+/// once.
+pub fn planar_fields(ty: GgmlType) -> Option<PlanarFields> {
     match ty {
-        GgmlType::Q6_K => Some(&[128, 64, 16, 2]),
+        GgmlType::Q6_K => Some(&[(0, 128), (128, 64), (192, 16), (208, 2)]),
+        GgmlType::Q8_0 => Some(&[(2, 32), (0, 2)]),
         _ => None,
     }
 }
 
-fn fields_of(ty: GgmlType, len: usize) -> Result<(&'static [usize], usize), QuantError> {
+fn fields_of(ty: GgmlType, len: usize) -> Result<(PlanarFields, usize), QuantError> {
     let fields = planar_fields(ty).ok_or(QuantError::Unsupported {
         ty,
         op: "planar layout",
     })?;
     let block = ty.type_size();
-    debug_assert_eq!(fields.iter().sum::<usize>(), block);
+    debug_assert_eq!(fields.iter().map(|f| f.1).sum::<usize>(), block);
     if !len.is_multiple_of(block) {
         return Err(QuantError::SizeMismatch {
             ty,
@@ -40,12 +46,10 @@ fn fields_of(ty: GgmlType, len: usize) -> Result<(&'static [usize], usize), Quan
 pub fn to_planar(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>, QuantError> {
     let (fields, blocks) = fields_of(ty, bytes.len())?;
     let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    for &size in fields {
+    for &(at, size) in fields {
         for block in bytes.chunks_exact(ty.type_size()) {
             out.extend_from_slice(&block[at..at + size]);
         }
-        at += size;
     }
     debug_assert_eq!(out.len(), blocks * ty.type_size());
     Ok(out)
@@ -55,14 +59,13 @@ pub fn to_planar(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>, QuantError> {
 pub fn from_planar(ty: GgmlType, planes: &[u8]) -> Result<Vec<u8>, QuantError> {
     let (fields, blocks) = fields_of(ty, planes.len())?;
     let mut out = vec![0u8; planes.len()];
-    let (mut plane_start, mut at) = (0, 0);
-    for &size in fields {
+    let mut plane_start = 0;
+    for &(at, size) in fields {
         for (b, block) in out.chunks_exact_mut(ty.type_size()).enumerate() {
             let from = plane_start + b * size;
             block[at..at + size].copy_from_slice(&planes[from..from + size]);
         }
         plane_start += blocks * size;
-        at += size;
     }
     Ok(out)
 }
@@ -83,6 +86,17 @@ mod tests {
         assert_eq!(planes[576 + 16..576 + 32], bytes[210 + 192..210 + 208]);
         // Block 2's d is the last two bytes.
         assert_eq!(planes[planes.len() - 2..], bytes[3 * 210 - 2..]);
+        assert_eq!(from_planar(ty, &planes).unwrap(), bytes);
+    }
+
+    #[test]
+    fn planar_q8_0_puts_quants_first() {
+        let ty = GgmlType::Q8_0;
+        let bytes: Vec<u8> = (0..5 * 34).map(|i| (i * 13 % 251) as u8).collect();
+        let planes = to_planar(ty, &bytes).unwrap();
+        // Block 1's quants at 32, the d of block 0 after all quants.
+        assert_eq!(planes[32..64], bytes[34 + 2..2 * 34]);
+        assert_eq!(planes[5 * 32..5 * 32 + 2], bytes[..2]);
         assert_eq!(from_planar(ty, &planes).unwrap(), bytes);
     }
 
