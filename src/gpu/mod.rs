@@ -499,6 +499,7 @@ impl Backend for Gpu {
                     (&ids).into(),
                     blocks.into(),
                     (&mut y).into(),
+                    u32_arg(table.out_dim)?,
                     n_tokens,
                     cols,
                     scale.into(),
