@@ -137,6 +137,14 @@ pub struct Stmt {
 }
 
 // Statements are built once and rarely moved, so the size spread of the variants is harmless.
+/// The layout word of a shared declaration (`swizzle`, `pad(8)`), checked by the checker.
+#[derive(Clone, Debug)]
+pub struct LayoutSpec {
+    pub word: Ident,
+    pub arg: Option<Expr>,
+    pub span: Span,
+}
+
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum StmtKind {
@@ -147,10 +155,12 @@ pub enum StmtKind {
         ty: Option<TypeExpr>,
         init: Expr,
     },
+    /// `shared name: [D0]... T [layout];`
     Shared {
         name: Ident,
         dims: Vec<Expr>,
         elem: TypeExpr,
+        layout: Option<LayoutSpec>,
     },
     /// `target = value`, or `target op= value` when `op` is set.
     Assign {

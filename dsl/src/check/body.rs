@@ -206,8 +206,13 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 let var = self.new_var(&name.name, ty, origin, name.span);
                 ir::StmtKind::Let { var, init: init.0 }
             }
-            StmtKind::Shared { name, dims, elem } => {
-                let declared = self.shared_decl(name, dims, elem, s.span, top);
+            StmtKind::Shared {
+                name,
+                dims,
+                elem,
+                layout,
+            } => {
+                let declared = self.shared_decl(name, dims, elem, layout.as_ref(), s.span, top);
                 if declared.is_err() {
                     self.bind(&name.name, Binding::Poisoned, name.span);
                 }
@@ -351,6 +356,7 @@ impl<'c, 'a> FnCx<'c, 'a> {
         name: &ast::Ident,
         dims: &[ast::Expr],
         elem: &ast::TypeExpr,
+        layout: Option<&ast::LayoutSpec>,
         span: Span,
         top: bool,
     ) -> Res<()> {
@@ -373,15 +379,116 @@ impl<'c, 'a> FnCx<'c, 'a> {
         let elem = super::types::resolve(self.ck, elem, super::types::Usage::SharedElem);
         let what = format!("shared array `{}`", name.name);
         let sizes = self.dims(dims, "shared array", &what, u64::from(u32::MAX), span)?;
+        let elem = elem?;
+        let layout = match layout {
+            Some(spec) => self.tile_layout(spec, &what, &sizes, &elem)?,
+            None => ir::TileLayout::RowMajor,
+        };
         let id = SharedId(self.shared.len() as u32);
-        self.shared.push(ir::SharedArray {
+        let array = ir::SharedArray {
             name: name.name.clone(),
-            elem: elem?,
+            elem,
             dims: sizes,
+            layout,
             span: name.span,
-        });
+        };
+        if array.len() > u64::from(u32::MAX) {
+            let d = Diagnostic::error(
+                format!("{what} holds more than 2^32 - 1 elements with its padding"),
+                span,
+            );
+            return Err(self.error(d));
+        }
+        self.shared.push(array);
         self.bind(&name.name, Binding::Shared(id), name.span);
         Ok(())
+    }
+
+    /// The layout `spec` of shared array `what` (dimensions `dims`, elements `elem`): `swizzle`
+    /// needs rows of 1 to 8 (a power of two) whole 16-byte chunks of elements that divide a
+    /// chunk, `pad(P)` a positive constant P; both need rows (two dimensions or more).
+    fn tile_layout(
+        &mut self,
+        spec: &ast::LayoutSpec,
+        what: &str,
+        dims: &[u64],
+        elem: &Type,
+    ) -> Res<ir::TileLayout> {
+        let word = spec.word.name.as_str();
+        let arg = match (word, &spec.arg) {
+            ("swizzle", None) => None,
+            ("pad", Some(arg)) => Some(arg),
+            ("swizzle", Some(arg)) => {
+                let d = Diagnostic::error("`swizzle` takes no argument", arg.span);
+                return Err(self.error(d));
+            }
+            ("pad", None) => {
+                let d = Diagnostic::error(
+                    "`pad` needs the number of elements to add to every row: `pad(8)`",
+                    spec.span,
+                );
+                return Err(self.error(d));
+            }
+            _ => {
+                let d = Diagnostic::error(
+                    format!(
+                        "unknown shared-memory layout `{word}`; expected `swizzle` or `pad(N)`"
+                    ),
+                    spec.word.span,
+                );
+                return Err(self.error(d));
+            }
+        };
+        let Some(&cols) = dims.last().filter(|_| dims.len() >= 2) else {
+            let d = Diagnostic::error(
+                format!(
+                    "`{word}` lays out rows: {what} needs two dimensions or more ([rows][columns])"
+                ),
+                spec.span,
+            );
+            return Err(self.error(d));
+        };
+        if let Some(arg) = arg {
+            let pad = match self.constant(arg, Scalar::U32, "the padding of a shared array")? {
+                ConstValue::Int(p) if p > 0 => p as u32,
+                v => {
+                    let d = Diagnostic::error(
+                        format!(
+                            "the padding of a shared array is a positive number of elements, not {}",
+                            crate::print::const_text(&v)
+                        ),
+                        arg.span,
+                    );
+                    return Err(self.error(d));
+                }
+            };
+            return Ok(ir::TileLayout::Padded(pad));
+        }
+        let size = elem.size() as u64;
+        let row_bytes = cols * size;
+        let why = if 16 % size != 0 {
+            Some(format!(
+                "its `{elem}` elements ({size} bytes) do not divide a 16-byte chunk"
+            ))
+        } else if row_bytes % 16 != 0 {
+            Some(format!(
+                "its rows of {cols} `{elem}` are {row_bytes} bytes, not whole 16-byte chunks"
+            ))
+        } else if !(row_bytes / 16).is_power_of_two() || row_bytes / 16 > 8 {
+            Some(format!(
+                "its rows are {} 16-byte chunks; the swizzle needs 1, 2, 4 or 8 (rows of at most 128 bytes)",
+                row_bytes / 16
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            let d = Diagnostic::error(format!("{what} cannot be swizzled: {why}"), spec.span);
+            return Err(self.error(d));
+        }
+        Ok(ir::TileLayout::Swizzled {
+            row_chunks: (row_bytes / 16) as u32,
+        })
     }
 
     /// The dimensions of a `kind` array (`what` names it), positive compile-time integers with

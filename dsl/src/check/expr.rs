@@ -588,7 +588,7 @@ impl FnCx<'_, '_> {
     }
 
     /// Whether the index expression `e` indexes a shared array (`s[i][j]`).
-    fn indexes_shared(&self, e: &ast::Expr) -> bool {
+    pub fn indexes_shared(&self, e: &ast::Expr) -> bool {
         let mut root = e;
         while let ExprKind::Index(base, _) = &root.kind {
             root = base;
@@ -641,7 +641,10 @@ impl FnCx<'_, '_> {
     }
 
     /// `s[i][j]` of a `[D0][D1]` array: offset `i * D1 + j`, computed in u32 (u64 if any index is
-    /// 64-bit). A single index is used as it is.
+    /// 64-bit). A single index is used as it is. With a layout the last two indices are a row
+    /// `r` and column `c` of a tile: the row stride is `D1 + P` for `pad(P)`, and `swizzle`
+    /// stores column `c` at `((c / E) ^ (r / (8 / RC) % RC)) * E + c % E` (E elements per
+    /// 16-byte chunk, RC chunks per row), so `r` and `c` are evaluated twice.
     fn shared_place(
         &mut self,
         id: ir::SharedId,
@@ -650,7 +653,12 @@ impl FnCx<'_, '_> {
         span: Span,
     ) -> Res<Place> {
         let array = &self.shared[id.0 as usize];
-        let (name, dims, elem) = (array.name.clone(), array.dims.clone(), array.elem.clone());
+        let (name, dims, elem, layout) = (
+            array.name.clone(),
+            array.dims.clone(),
+            array.elem.clone(),
+            array.layout,
+        );
         if indices.len() != dims.len() {
             let dims_text = match dims.len() {
                 1 => "1 dimension".to_string(),
@@ -668,6 +676,17 @@ impl FnCx<'_, '_> {
         }
         let checked: Vec<Res<ir::Expr>> = indices.iter().map(|i| self.index(i)).collect();
         let mut xs = checked.into_iter().collect::<Res<Vec<_>>>()?;
+        if let ir::TileLayout::Swizzled { .. } = layout {
+            for (x, i) in xs.iter().zip(indices).rev().take(2) {
+                if ir::has_effects(x) {
+                    let d = Diagnostic::error(
+                        format!("the row and column of swizzled shared array `{name}` are used twice; bind this index with `let` first"),
+                        i.span,
+                    );
+                    return Err(self.error(d));
+                }
+            }
+        }
         let offset = if xs.len() == 1 {
             xs.remove(0)
         } else {
@@ -685,23 +704,45 @@ impl FnCx<'_, '_> {
                     mk(ir::ExprKind::Cast(Box::new(x)), ty.clone(), span)
                 }
             };
-            let mut xs = xs.into_iter();
-            let mut acc = convert(xs.next().ok_or(Reported)?);
-            for (x, dim) in xs.zip(&dims[1..]) {
+            let bin = |op: BinOp, a: ir::Expr, b: ir::Expr| {
+                let span = a.span.to(b.span);
+                mk(
+                    ir::ExprKind::Binary(op, Box::new(a), Box::new(b)),
+                    ty.clone(),
+                    span,
+                )
+            };
+            let konst = |v: u64, span: Span| int_const(i128::from(v), s, span);
+            let cols = *dims.last().expect("two or more dimensions");
+            let row_stride = match layout {
+                ir::TileLayout::Padded(p) => cols + u64::from(p),
+                _ => cols,
+            };
+            let mut xs: Vec<ir::Expr> = xs.into_iter().map(convert).collect();
+            let col = xs.pop().expect("two or more indices");
+            let row = xs.last().cloned().expect("two or more indices");
+            let mut acc = xs.remove(0);
+            for (x, dim) in xs.into_iter().zip(&dims[1..dims.len() - 1]) {
                 let span = acc.span.to(x.span);
-                let dim = int_const(i128::from(*dim), s, span);
-                let scaled = mk(
-                    ir::ExprKind::Binary(BinOp::Mul, Box::new(acc), Box::new(dim)),
-                    ty.clone(),
-                    span,
-                );
-                acc = mk(
-                    ir::ExprKind::Binary(BinOp::Add, Box::new(scaled), Box::new(convert(x))),
-                    ty.clone(),
-                    span,
-                );
+                acc = bin(BinOp::Add, bin(BinOp::Mul, acc, konst(*dim, span)), x);
             }
-            acc
+            let span = acc.span;
+            let row_start = bin(BinOp::Mul, acc, konst(row_stride, span));
+            let col = match layout {
+                ir::TileLayout::Swizzled { row_chunks } => {
+                    let chunk = 16 / u64::from(elem.size());
+                    let rc = u64::from(row_chunks);
+                    let at = col.span;
+                    let chunk_of_col = bin(BinOp::Div, col.clone(), konst(chunk, at));
+                    let line_rows = bin(BinOp::Div, row, konst(8 / rc, at));
+                    let key = bin(BinOp::Rem, line_rows, konst(rc, at));
+                    let moved = bin(BinOp::Xor, chunk_of_col, key);
+                    let within = bin(BinOp::Rem, col, konst(chunk, at));
+                    bin(BinOp::Add, bin(BinOp::Mul, moved, konst(chunk, at)), within)
+                }
+                _ => col,
+            };
+            bin(BinOp::Add, row_start, col)
         };
         let view = Type::View {
             space: Space::Shared,
