@@ -885,9 +885,9 @@ impl<'c, 'a> FnCx<'c, 'a> {
     /// var k_ring = 0;
     /// for k in k_start..k_end step k_step {
     ///     cp_async_wait(S - 2); barrier();
-    ///     let k = k + (S - 1) * k_step; let stage = (k_ring + (S - 1)) % S;
+    ///     let k = k + (S - 1) * k_step; let stage = select(k_ring == 0, S - 1, k_ring - 1);
     ///     if k < k_end { copy } cp_async_commit();
-    ///     let stage = k_ring; k_ring = (k_ring + 1) % S;
+    ///     let stage = k_ring; k_ring = select(k_ring == S - 1, 0, k_ring + 1);
     ///     compute
     /// }
     /// cp_async_wait(0); barrier();
@@ -1017,11 +1017,20 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 builtin(ir::Builtin::CpAsyncWait((n - 2) as u8)),
                 st(ir::StmtKind::Barrier),
             ];
+            // Ring arithmetic as selects on wrap-around rather than `% S`, which costs a
+            // multiply-high sequence per tile when S is not a power of two.
+            let select = |cond: ir::Expr, a: ir::Expr, b: ir::Expr| {
+                mk(
+                    ir::ExprKind::Select(Box::new(cond), Box::new(a), Box::new(b)),
+                    u.clone(),
+                    span,
+                )
+            };
             let next = bin(ir::BinOp::Add, rd(kv), times_step(stages - 1));
-            let slot = bin(
-                ir::BinOp::Rem,
-                bin(ir::BinOp::Add, rd(ring), c(stages - 1)),
-                c(stages),
+            let slot = select(
+                bin(ir::BinOp::Eq, rd(ring), c(0)),
+                c(stages - 1),
+                bin(ir::BinOp::Sub, rd(ring), c(1)),
             );
             body.extend(copy_block(self, next, slot, true));
             body.push(builtin(ir::Builtin::CpAsyncCommit));
@@ -1032,10 +1041,10 @@ impl<'c, 'a> FnCx<'c, 'a> {
             }));
             body.push(st(ir::StmtKind::Assign {
                 var: ring,
-                value: bin(
-                    ir::BinOp::Rem,
+                value: select(
+                    bin(ir::BinOp::Eq, rd(ring), c(stages - 1)),
+                    c(0),
                     bin(ir::BinOp::Add, rd(ring), c(1)),
-                    c(stages),
                 ),
             }));
             body.extend(self.loop_block(LoopKind::Pipeline, compute));

@@ -687,6 +687,12 @@ impl FnCx<'_, '_> {
                 }
             }
         }
+        // With a layout, a row `e + C` (C constant) is addressed as C rows past row `e`: a
+        // separate offset, so that it becomes an address immediate (see `split_constant_rows`).
+        let mut row_split: Option<i128> = None;
+        // With a layout, the outer indices (whole tiles) are an offset of their own too, so the
+        // tile's address is computed once for all rows and columns of it.
+        let mut tile_split: Option<ir::Expr> = None;
         let offset = if xs.len() == 1 {
             xs.remove(0)
         } else {
@@ -720,6 +726,24 @@ impl FnCx<'_, '_> {
             };
             let mut xs: Vec<ir::Expr> = xs.into_iter().map(convert).collect();
             let col = xs.pop().expect("two or more indices");
+            if layout != ir::TileLayout::RowMajor {
+                let row = xs.pop().expect("two or more indices");
+                let (row, rows_after) = split_constant_rows(row, layout);
+                if rows_after != 0 {
+                    row_split = Some(rows_after * row_stride as i128);
+                }
+                if !xs.is_empty() {
+                    let mut outer = xs.remove(0);
+                    for (x, dim) in xs.drain(..).zip(&dims[1..dims.len() - 2]) {
+                        let span = outer.span.to(x.span);
+                        outer = bin(BinOp::Add, bin(BinOp::Mul, outer, konst(*dim, span)), x);
+                    }
+                    let span = outer.span;
+                    let tile = dims[dims.len() - 2] * row_stride;
+                    tile_split = Some(bin(BinOp::Mul, outer, konst(tile, span)));
+                }
+                xs.push(row);
+            }
             let row = xs.last().cloned().expect("two or more indices");
             let mut acc = xs.remove(0);
             for (x, dim) in xs.into_iter().zip(&dims[1..dims.len() - 1]) {
@@ -750,14 +774,32 @@ impl FnCx<'_, '_> {
             mutable: true,
         };
         let base = mk(ir::ExprKind::SharedArray(id), view.clone(), root.span);
-        let ptr = mk(
-            ir::ExprKind::Offset {
-                base: Box::new(base),
-                index: Box::new(offset),
-            },
-            view,
-            span,
-        );
+        let index_ty = offset.ty.scalar().unwrap_or(Scalar::U32);
+        let at = |base: ir::Expr, index: ir::Expr| {
+            mk(
+                ir::ExprKind::Offset {
+                    base: Box::new(base),
+                    index: Box::new(index),
+                },
+                view.clone(),
+                span,
+            )
+        };
+        let tile = match tile_split {
+            Some(tile) => at(base, tile),
+            None => base,
+        };
+        let mut ptr = at(tile, offset);
+        if let Some(elements) = row_split {
+            ptr = mk(
+                ir::ExprKind::Offset {
+                    base: Box::new(ptr),
+                    index: Box::new(int_const(elements, index_ty, span)),
+                },
+                view,
+                span,
+            );
+        }
         Ok(Place {
             ptr,
             elem,
@@ -971,4 +1013,29 @@ fn peel_indices(e: &ast::Expr) -> (&ast::Expr, Vec<&ast::Expr>) {
     }
     indices.reverse();
     (root, indices)
+}
+
+/// A laid-out tile's row index `e + C` or `C + e` with C a compile-time constant (a multiple of
+/// 8 for `swizzle`, whose pattern repeats every 8 rows) as (`e`, C): the checker addresses it as
+/// C rows past row `e`, so the constant part is an address immediate rather than part of the
+/// 32-bit index (whose widening to an address would keep it from folding). Anything else is
+/// (row, 0).
+fn split_constant_rows(row: ir::Expr, layout: ir::TileLayout) -> (ir::Expr, i128) {
+    let period = match layout {
+        ir::TileLayout::Swizzled { .. } => 8,
+        _ => 1,
+    };
+    let constant = |x: &ir::Expr| match consteval::eval(x) {
+        Ok(ConstValue::Int(c)) if c % period == 0 => Some(c),
+        _ => None,
+    };
+    if let ir::ExprKind::Binary(BinOp::Add, a, b) = &row.kind {
+        if let Some(c) = constant(b) {
+            return (*a.clone(), c);
+        }
+        if let Some(c) = constant(a) {
+            return (*b.clone(), c);
+        }
+    }
+    (row, 0)
 }
