@@ -882,13 +882,15 @@ impl<'c, 'a> FnCx<'c, 'a> {
     /// let k_start = START; let k_end = END; let k_step = BK;
     /// // prologue, for i in 0..S-1:
     /// let k = k_start + i * k_step; let stage = i; if k < k_end { copy } cp_async_commit();
-    /// var k_ring = 0;
+    /// var k_ring = 0; var k_fill = S - 1;
     /// for k in k_start..k_end step k_step {
     ///     cp_async_wait(S - 2); barrier();
-    ///     let k = k + (S - 1) * k_step; let stage = select(k_ring == 0, S - 1, k_ring - 1);
+    ///     let k = k + (S - 1) * k_step; let stage = k_fill;
     ///     if k < k_end { copy } cp_async_commit();
-    ///     let stage = k_ring; k_ring = select(k_ring == S - 1, 0, k_ring + 1);
+    ///     k_fill = select(k_fill == S - 1, 0, k_fill + 1);
+    ///     let stage = k_ring;
     ///     compute
+    ///     k_ring = select(k_ring == S - 1, 0, k_ring + 1);
     /// }
     /// cp_async_wait(0); barrier();
     /// ```
@@ -1011,14 +1013,20 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 var: ring,
                 init: c(0),
             }));
+            let fill = self.hidden_var(&format!("{name}_fill"), u.clone(), Origin::Var, span);
+            out.push(st(ir::StmtKind::Let {
+                var: fill,
+                init: c(stages - 1),
+            }));
             self.scopes.push(HashMap::new());
             let kv = self.new_var(name, u.clone(), Origin::Loop, var.span);
             let mut body = vec![
                 builtin(ir::Builtin::CpAsyncWait((n - 2) as u8)),
                 st(ir::StmtKind::Barrier),
             ];
-            // Ring arithmetic as selects on wrap-around rather than `% S`, which costs a
-            // multiply-high sequence per tile when S is not a power of two.
+            // Two ring counters advanced by selects on wrap-around, as hand-written rings do:
+            // `% S` costs a multiply-high sequence per tile when S is not a power of two, and
+            // deriving the fill slot from the read slot costs a select more per tile.
             let select = |cond: ir::Expr, a: ir::Expr, b: ir::Expr| {
                 mk(
                     ir::ExprKind::Select(Box::new(cond), Box::new(a), Box::new(b)),
@@ -1027,27 +1035,26 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 )
             };
             let next = bin(ir::BinOp::Add, rd(kv), times_step(stages - 1));
-            let slot = select(
-                bin(ir::BinOp::Eq, rd(ring), c(0)),
-                c(stages - 1),
-                bin(ir::BinOp::Sub, rd(ring), c(1)),
-            );
-            body.extend(copy_block(self, next, slot, true));
+            let advance = |v: VarId| {
+                st(ir::StmtKind::Assign {
+                    var: v,
+                    value: select(
+                        bin(ir::BinOp::Eq, rd(v), c(stages - 1)),
+                        c(0),
+                        bin(ir::BinOp::Add, rd(v), c(1)),
+                    ),
+                })
+            };
+            body.extend(copy_block(self, next, rd(fill), true));
             body.push(builtin(ir::Builtin::CpAsyncCommit));
+            body.push(advance(fill));
             let sv = self.new_var("stage", u.clone(), Origin::Let, var.span);
             body.push(st(ir::StmtKind::Let {
                 var: sv,
                 init: rd(ring),
             }));
-            body.push(st(ir::StmtKind::Assign {
-                var: ring,
-                value: select(
-                    bin(ir::BinOp::Eq, rd(ring), c(stages - 1)),
-                    c(0),
-                    bin(ir::BinOp::Add, rd(ring), c(1)),
-                ),
-            }));
             body.extend(self.loop_block(LoopKind::Pipeline, compute));
+            body.push(advance(ring));
             self.scopes.pop();
             out.push(st(ir::StmtKind::For {
                 var: kv,
