@@ -712,5 +712,8 @@ fn ldmatrix_and_cp_async_take_tile_elements_as_addresses() {
     // 128-byte rows: 8 chunks, the key is the row mod 8.
     let at = "offset(@t, (((lane % 16u32) * 64u32) + ((((((lane / 16u32) * 8u32) / 8u32) ^ (((lane % 16u32) / 1u32) % 8u32)) * 8u32) + (((lane / 16u32) * 8u32) % 8u32))))";
     assert!(out.contains(&format!("cp_async<16>({at}")), "{out}");
-    assert!(out.contains(&format!("ldmatrix_x4<trans=false>({at})")), "{out}");
+    assert!(
+        out.contains(&format!("ldmatrix_x4<trans=false>({at})")),
+        "{out}"
+    );
 }

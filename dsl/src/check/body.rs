@@ -466,11 +466,11 @@ impl<'c, 'a> FnCx<'c, 'a> {
         }
         let size = elem.size() as u64;
         let row_bytes = cols * size;
-        let why = if 16 % size != 0 {
+        let why = if !16u64.is_multiple_of(size) {
             Some(format!(
                 "its `{elem}` elements ({size} bytes) do not divide a 16-byte chunk"
             ))
-        } else if row_bytes % 16 != 0 {
+        } else if !row_bytes.is_multiple_of(16) {
             Some(format!(
                 "its rows of {cols} `{elem}` are {row_bytes} bytes, not whole 16-byte chunks"
             ))
