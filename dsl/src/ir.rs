@@ -106,7 +106,8 @@ pub enum FragRole {
 
 /// A warp's tensor-core fragment: each lane holds a fixed part of a matrix in 32-bit registers
 /// (docs/LANGUAGE.md has the per-lane layouts). f16/bf16 operands go with an f32 accumulator
-/// (`mma.m16n8k16`), i8 operands with an i32 accumulator (`mma.m16n8k32`).
+/// (`mma.m16n8k16`), i8 operands with an i32 accumulator (`mma.m16n8k32`), f32 operands (used
+/// as tf32: the low 13 mantissa bits are ignored) with an f32 accumulator (`mma.m16n8k8`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Frag {
     pub role: FragRole,
@@ -117,7 +118,9 @@ impl Frag {
     /// A fragment of `role` holding `elem`, if mma.sync has one.
     pub fn new(role: FragRole, elem: Scalar) -> Option<Frag> {
         let ok = match role {
-            FragRole::A | FragRole::B => matches!(elem, Scalar::F16 | Scalar::Bf16 | Scalar::I8),
+            FragRole::A | FragRole::B => {
+                matches!(elem, Scalar::F16 | Scalar::Bf16 | Scalar::I8 | Scalar::F32)
+            }
             FragRole::Acc => matches!(elem, Scalar::F32 | Scalar::I32),
         };
         ok.then_some(Frag { role, elem })
@@ -141,11 +144,13 @@ impl Frag {
     }
 
     /// The type of one register: operands pack 2 (16-bit) or 4 (8-bit) elements into a
-    /// vector (`f16x2`, `i8x4`); an accumulator register is one element.
+    /// vector (`f16x2`, `i8x4`); a tf32 operand or accumulator register is one element.
     pub fn reg_type(self) -> Type {
-        match self.role {
-            FragRole::A | FragRole::B => Type::Vector(self.elem, (4 / self.elem.size()) as u8),
-            FragRole::Acc => Type::Scalar(self.elem),
+        match (self.role, self.elem.size()) {
+            (FragRole::A | FragRole::B, size) if size < 4 => {
+                Type::Vector(self.elem, (4 / size) as u8)
+            }
+            _ => Type::Scalar(self.elem),
         }
     }
 
@@ -157,7 +162,7 @@ impl Frag {
         }
     }
 
-    /// The K of the mma shape this operand element type uses (m16n8k16 or m16n8k32).
+    /// The K of the mma shape this operand element type uses (m16n8k8, m16n8k16 or m16n8k32).
     pub fn k(elem: Scalar) -> u32 {
         16 * 2 / elem.size()
     }

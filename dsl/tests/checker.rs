@@ -442,7 +442,7 @@ fn tensor_core_builtins_are_checked() {
         )
     };
     let cases = [
-        ("let a: frag_a<f32> = 0;", "is not a fragment type"),
+        ("let a: frag_a<f64> = 0;", "is not a fragment type"),
         ("let a: frag_c<f16> = 0;", "unknown generic type `frag_c`"),
         ("let a = ldmatrix_x4(t + lane * 32, true);", "cannot transpose `i8`"),
         ("let a = ldmatrix_x4(g, false);", "a shared view of `f16`, `bf16` or `i8`"),

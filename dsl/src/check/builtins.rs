@@ -495,7 +495,7 @@ impl FnCx<'_, '_> {
         }
     }
 
-    /// `mma(a, b, acc)`: m16n8k16 for f16/bf16, m16n8k32 for i8.
+    /// `mma(a, b, acc)`: m16n8k16 for f16/bf16, m16n8k32 for i8, m16n8k8 for f32 (tf32).
     fn mma(&mut self, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
         self.arity("mma", args, 3, span)?;
         let a = self.frag_arg(&args[0], FragRole::A, "the first operand");
