@@ -209,7 +209,10 @@ impl Stmt {
         let e = |e: &Expr| e.depth;
         let depth = 1 + match &kind {
             StmtKind::Let { init, .. } => e(init),
-            StmtKind::Shared { dims, .. } => dims.iter().map(e).max().unwrap_or(0),
+            StmtKind::Shared { dims, layout, .. } => {
+                let arg = layout.as_ref().and_then(|l| l.arg.as_ref()).map_or(0, e);
+                dims.iter().map(e).max().unwrap_or(0).max(arg)
+            }
             StmtKind::Assign { target, value, .. } => e(target).max(e(value)),
             StmtKind::If {
                 cond,
