@@ -2,7 +2,8 @@
 //!
 //! Every `.tile` file directly under `kernels/` is a kernel family (files under `kernels/lib/` are
 //! only imported). Each family is compiled with its defaults, plus once per line naming it in
-//! `kernels/variants.txt`, for every arch in `ZINC_ARCHS` (default below). The result is
+//! `kernels/variants.txt` (format in src/variants.rs), for every arch in `ZINC_ARCHS` (default
+//! below) or, for a line with an arch list, for those of its archs that are built. The result is
 //! `$OUT_DIR/kernels.rs`: a static table, per arch, of PTX modules (one per family and variant,
 //! pulled in with `include_str!`) and each kernel's launch manifest, which `src/registry.rs`
 //! includes. A compile error fails the build with the compiler's rendered diagnostics.
@@ -12,6 +13,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use zinc_codegen::{CodegenError, Emit, Options};
+
+#[path = "src/variants.rs"]
+mod variants;
 
 const DEFAULT_ARCHS: &str = "sm_89,sm_90,sm_120";
 const VARIANTS_FILE: &str = "variants.txt";
@@ -27,21 +31,27 @@ fn main() {
 struct Job {
     family: String,
     path: PathBuf,
-    /// `NAME=VALUE,...` as named in registry keys; None for the defaults.
-    variant: Option<String>,
+    /// None for the defaults.
+    variant: Option<variants::Variant>,
 }
 
 impl Job {
-    /// The registry key of one of this job's kernels: `kernel` or `kernel@VARIANT`.
+    /// The registry key of one of this job's kernels: `kernel` or `kernel@NAME=VALUE,...`.
     fn key(&self, kernel: &str) -> String {
         match &self.variant {
             None => kernel.to_string(),
-            Some(v) => format!("{kernel}@{v}"),
+            Some(v) => format!("{kernel}@{}", v.defines),
         }
     }
 
     fn defines(&self) -> Vec<(String, String)> {
-        self.variant.as_deref().map_or_else(Vec::new, parse_defines)
+        self.variant
+            .as_ref()
+            .map_or_else(Vec::new, variants::Variant::define_pairs)
+    }
+
+    fn for_arch(&self, arch: &str) -> bool {
+        self.variant.as_ref().is_none_or(|v| v.for_arch(arch))
     }
 }
 
@@ -83,6 +93,9 @@ fn run() -> Result<(), String> {
             )
         })?;
         for (opts, (arch, modules)) in options.iter().zip(&mut table) {
+            if !job.for_arch(arch) {
+                continue;
+            }
             let output = zinc_codegen::compile(&compilation.module, opts, Emit::Ptx)
                 .map_err(|e| codegen_failure(job, arch, e, &compilation.sources))?;
             let key = job.key(&job.family);
@@ -137,50 +150,25 @@ fn jobs(kernels_dir: &Path) -> Result<Vec<Job>, String> {
     let variants_path = kernels_dir.join(VARIANTS_FILE);
     let text = fs::read_to_string(&variants_path)
         .map_err(|e| format!("reading {}: {e}", variants_path.display()))?;
-    for (i, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or_default().trim();
-        if line.is_empty() {
-            continue;
-        }
-        let at = || format!("{}:{}", variants_path.display(), i + 1);
-        let (family, defines) = line
-            .split_once(char::is_whitespace)
-            .ok_or_else(|| format!("{}: expected `FAMILY NAME=VALUE[,NAME=VALUE...]`", at()))?;
-        let defines: String = defines.chars().filter(|c| !c.is_whitespace()).collect();
-        if defines.split(',').any(|d| {
-            d.split_once('=')
-                .is_none_or(|(n, v)| n.is_empty() || v.is_empty())
-        }) {
-            return Err(format!(
-                "{}: `{defines}` is not NAME=VALUE[,NAME=VALUE...]",
-                at()
-            ));
+    let parsed = variants::parse(&text)
+        .map_err(|e| format!("{}:{}: {}", variants_path.display(), e.line, e.message))?;
+    for v in parsed {
+        let at = format!("{}:{}", variants_path.display(), v.line);
+        for arch in v.archs.iter().flatten() {
+            Options::new(arch, None).map_err(|e| format!("{at}: {e}"))?;
         }
         let path = jobs
             .iter()
-            .find(|j| j.family == family)
+            .find(|j| j.family == v.family)
             .map(|j| j.path.clone())
-            .ok_or_else(|| {
-                format!(
-                    "{}: no kernel family `{family}` (kernels/{family}.tile)",
-                    at()
-                )
-            })?;
+            .ok_or_else(|| format!("{at}: no kernel family `{0}` (kernels/{0}.tile)", v.family))?;
         jobs.push(Job {
-            family: family.to_string(),
+            family: v.family.clone(),
             path,
-            variant: Some(defines),
+            variant: Some(v),
         });
     }
     Ok(jobs)
-}
-
-fn parse_defines(variant: &str) -> Vec<(String, String)> {
-    variant
-        .split(',')
-        .filter_map(|d| d.split_once('='))
-        .map(|(n, v)| (n.to_string(), v.to_string()))
-        .collect()
 }
 
 fn codegen_failure(
@@ -202,21 +190,20 @@ fn codegen_failure(
 }
 
 fn check_unique_keys(table: &[(&str, Vec<Module>)]) -> Result<(), String> {
-    let Some((_, modules)) = table.first() else {
-        return Ok(());
-    };
-    let mut keys: Vec<&str> = modules
-        .iter()
-        .flat_map(|m| m.kernels.iter().map(|(k, _)| k.as_str()))
-        .collect();
-    keys.sort_unstable();
-    match keys.windows(2).find(|w| w[0] == w[1]) {
-        Some(dup) => Err(format!(
-            "error: kernel `{}` is defined by two families under kernels/",
-            dup[0]
-        )),
-        None => Ok(()),
+    for (_, modules) in table {
+        let mut keys: Vec<&str> = modules
+            .iter()
+            .flat_map(|m| m.kernels.iter().map(|(k, _)| k.as_str()))
+            .collect();
+        keys.sort_unstable();
+        if let Some(dup) = keys.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!(
+                "error: kernel `{}` is defined twice (two families under kernels/, or a variant listed twice)",
+                dup[0]
+            ));
+        }
     }
+    Ok(())
 }
 
 /// The generated Rust: `static EMBEDDED: &[EmbeddedArch]` (types in src/registry.rs).

@@ -6,6 +6,7 @@
 //! its inputs cached by the previous one. GEMMs are compared with cuBLAS fp16 at the same shape,
 //! memory-bound kernels with a device-to-device copy moving the same number of bytes.
 
+use crate::gpu::dispatch::{TuneEntry, TuneTable};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -39,6 +40,10 @@ pub struct Args {
     /// Also time every variant (`kernel@NAME=VALUE,...`) and report the fastest per shape.
     #[arg(long)]
     tune: bool,
+    /// With --tune: also write the fastest variants as the engine's dispatch table (used when
+    /// the environment variable ZINC_TUNE names the file).
+    #[arg(long, requires = "tune")]
+    table: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -75,6 +80,7 @@ struct Row {
 #[derive(Serialize)]
 struct Fastest {
     kernel: String,
+    shape: Vec<usize>,
     shape_desc: String,
     variant: String,
     median_us: f64,
@@ -145,6 +151,24 @@ pub fn run(args: &Args) -> Result<()> {
         );
     }
 
+    if let Some(path) = &args.table {
+        let table = TuneTable {
+            arch: bench.registry.arch().to_string(),
+            device: props.name.clone(),
+            entries: fastest
+                .iter()
+                .map(|f| TuneEntry {
+                    kernel: f.kernel.clone(),
+                    shape: f.shape.clone(),
+                    variant: f.variant.clone(),
+                    median_us: f.median_us,
+                })
+                .collect(),
+        };
+        std::fs::write(path, serde_json::to_string_pretty(&table)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote the dispatch table {}", path.display());
+    }
     let failed = rows.iter().filter(|r| r.error.is_some()).count();
     if let Some(path) = &args.json {
         let report = Report {
@@ -342,6 +366,7 @@ fn fastest_variants(rows: &[Row]) -> Vec<Fastest> {
             Some(_) => {}
             None => best.push(Fastest {
                 kernel: base.to_string(),
+                shape: row.shape.clone(),
                 shape_desc: row.shape_desc.clone(),
                 variant: row.kernel.clone(),
                 median_us: us,

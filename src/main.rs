@@ -14,6 +14,8 @@ mod harness;
 mod reference;
 mod registry;
 mod specs;
+#[cfg(test)]
+mod variants;
 
 use std::process::ExitCode;
 

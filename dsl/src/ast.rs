@@ -137,6 +137,14 @@ pub struct Stmt {
 }
 
 // Statements are built once and rarely moved, so the size spread of the variants is harmless.
+/// The layout word of a shared declaration (`swizzle`, `pad(8)`), checked by the checker.
+#[derive(Clone, Debug)]
+pub struct LayoutSpec {
+    pub word: Ident,
+    pub arg: Option<Expr>,
+    pub span: Span,
+}
+
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum StmtKind {
@@ -147,10 +155,12 @@ pub enum StmtKind {
         ty: Option<TypeExpr>,
         init: Expr,
     },
+    /// `shared name: [D0]... T [layout];`
     Shared {
         name: Ident,
         dims: Vec<Expr>,
         elem: TypeExpr,
+        layout: Option<LayoutSpec>,
     },
     /// `target = value`, or `target op= value` when `op` is set.
     Assign {
@@ -199,7 +209,10 @@ impl Stmt {
         let e = |e: &Expr| e.depth;
         let depth = 1 + match &kind {
             StmtKind::Let { init, .. } => e(init),
-            StmtKind::Shared { dims, .. } => dims.iter().map(e).max().unwrap_or(0),
+            StmtKind::Shared { dims, layout, .. } => {
+                let arg = layout.as_ref().and_then(|l| l.arg.as_ref()).map_or(0, e);
+                dims.iter().map(e).max().unwrap_or(0).max(arg)
+            }
             StmtKind::Assign { target, value, .. } => e(target).max(e(value)),
             StmtKind::If {
                 cond,

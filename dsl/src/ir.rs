@@ -106,7 +106,8 @@ pub enum FragRole {
 
 /// A warp's tensor-core fragment: each lane holds a fixed part of a matrix in 32-bit registers
 /// (docs/LANGUAGE.md has the per-lane layouts). f16/bf16 operands go with an f32 accumulator
-/// (`mma.m16n8k16`), i8 operands with an i32 accumulator (`mma.m16n8k32`).
+/// (`mma.m16n8k16`), i8 operands with an i32 accumulator (`mma.m16n8k32`), f32 operands (used
+/// as tf32: the low 13 mantissa bits are ignored) with an f32 accumulator (`mma.m16n8k8`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Frag {
     pub role: FragRole,
@@ -117,7 +118,9 @@ impl Frag {
     /// A fragment of `role` holding `elem`, if mma.sync has one.
     pub fn new(role: FragRole, elem: Scalar) -> Option<Frag> {
         let ok = match role {
-            FragRole::A | FragRole::B => matches!(elem, Scalar::F16 | Scalar::Bf16 | Scalar::I8),
+            FragRole::A | FragRole::B => {
+                matches!(elem, Scalar::F16 | Scalar::Bf16 | Scalar::I8 | Scalar::F32)
+            }
             FragRole::Acc => matches!(elem, Scalar::F32 | Scalar::I32),
         };
         ok.then_some(Frag { role, elem })
@@ -141,11 +144,13 @@ impl Frag {
     }
 
     /// The type of one register: operands pack 2 (16-bit) or 4 (8-bit) elements into a
-    /// vector (`f16x2`, `i8x4`); an accumulator register is one element.
+    /// vector (`f16x2`, `i8x4`); a tf32 operand or accumulator register is one element.
     pub fn reg_type(self) -> Type {
-        match self.role {
-            FragRole::A | FragRole::B => Type::Vector(self.elem, (4 / self.elem.size()) as u8),
-            FragRole::Acc => Type::Scalar(self.elem),
+        match (self.role, self.elem.size()) {
+            (FragRole::A | FragRole::B, size) if size < 4 => {
+                Type::Vector(self.elem, (4 / size) as u8)
+            }
+            _ => Type::Scalar(self.elem),
         }
     }
 
@@ -157,7 +162,7 @@ impl Frag {
         }
     }
 
-    /// The K of the mma shape this operand element type uses (m16n8k16 or m16n8k32).
+    /// The K of the mma shape this operand element type uses (m16n8k8, m16n8k16 or m16n8k32).
     pub fn k(elem: Scalar) -> u32 {
         16 * 2 / elem.size()
     }
@@ -283,14 +288,48 @@ pub struct Var {
 pub struct SharedArray {
     pub name: String,
     pub elem: Type,
-    /// Dimensions, outermost first; the array is row-major.
+    /// Dimensions, outermost first (logical: what indices range over).
     pub dims: Vec<u64>,
+    /// Where element `[..][r][c]` is stored; the checker has already applied it to every index
+    /// (the IR holds physical offsets), this says how much storage the array takes.
+    pub layout: TileLayout,
     pub span: Span,
 }
 
+/// The physical layout of a shared array's rows (its last two dimensions); the outer
+/// dimensions are whole tiles, row-major.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TileLayout {
+    /// Plain row-major.
+    RowMajor,
+    /// Row-major with this many unused elements after every row (row stride = columns + pad).
+    Padded(u32),
+    /// Rows of `row_chunks` 16-byte chunks (a power of two, at most 8); chunk `c` of row `r` is
+    /// stored at chunk `c ^ (r / (8 / row_chunks) % row_chunks)` of the row.
+    Swizzled { row_chunks: u32 },
+}
+
+impl std::fmt::Display for TileLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TileLayout::RowMajor => Ok(()),
+            TileLayout::Padded(p) => write!(f, " pad({p})"),
+            TileLayout::Swizzled { .. } => write!(f, " swizzle"),
+        }
+    }
+}
+
 impl SharedArray {
+    /// Elements of storage, padding included.
     pub fn len(&self) -> u64 {
-        self.dims.iter().product()
+        let pad = match self.layout {
+            TileLayout::Padded(p) => u64::from(p),
+            _ => 0,
+        };
+        match self.dims.split_last() {
+            Some((cols, outer)) if pad > 0 => outer.iter().product::<u64>() * (cols + pad),
+            _ => self.dims.iter().product(),
+        }
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -583,6 +622,28 @@ pub enum Builtin {
     /// `[a, b, c]` u32: PTX `lop3.b32` with the truth table `.0` (bit `4a + 2b + c` of the
     /// table gives the result bit; `0xF0`, `0xCC`, `0xAA` select a, b, c).
     Lop3(u8),
+}
+
+/// Whether evaluating `e` does more than compute a value (calls, warp operations, atomics,
+/// copies), so that it cannot be evaluated twice.
+pub fn has_effects(e: &Expr) -> bool {
+    let mut found = false;
+    expr(&mut e.clone(), &mut |x| {
+        found |= match &x.kind {
+            ExprKind::Call(..) | ExprKind::Intrinsic { .. } | ExprKind::InlineAsm { .. } => true,
+            ExprKind::Builtin(b, _) => !matches!(
+                b,
+                Builtin::Math(_)
+                    | Builtin::Max
+                    | Builtin::Min
+                    | Builtin::Fma
+                    | Builtin::Prmt
+                    | Builtin::Lop3(_)
+            ),
+            _ => false,
+        }
+    });
+    found
 }
 
 /// Visits every expression of a block, outer before inner, for passes that rewrite the IR.

@@ -111,9 +111,10 @@ impl<'m> Printer<'m> {
             let dims: String = a.dims.iter().map(|d| format!("[{d}]")).collect();
             let _ = writeln!(
                 self.out,
-                "    shared #{i} @{}: {dims} {};  // {} bytes",
+                "    shared #{i} @{}: {dims} {}{};  // {} bytes",
                 a.name,
                 a.elem,
+                a.layout,
                 a.bytes()
             );
         }

@@ -442,7 +442,7 @@ fn tensor_core_builtins_are_checked() {
         )
     };
     let cases = [
-        ("let a: frag_a<f32> = 0;", "is not a fragment type"),
+        ("let a: frag_a<f64> = 0;", "is not a fragment type"),
         ("let a: frag_c<f16> = 0;", "unknown generic type `frag_c`"),
         ("let a = ldmatrix_x4(t + lane * 32, true);", "cannot transpose `i8`"),
         ("let a = ldmatrix_x4(g, false);", "a shared view of `f16`, `bf16` or `i8`"),
@@ -518,18 +518,20 @@ fn pipeline_desugars_to_a_cp_async_ring() {
     }
     cp_async_commit();
     var k_ring#11: u32 = 0u32;
-    for k#12 in k_start#4..k_end#5 step k_step#6 {
+    var k_fill#12: u32 = 2u32;
+    for k#13 in k_start#4..k_end#5 step k_step#6 {
         cp_async_wait<1>();
         barrier;
-        let k#13: u32 = (k#12 + (2u32 * k_step#6));
-        let stage#14: u32 = ((k_ring#11 + 2u32) % 3u32);
-        if (k#13 < k_end#5) {
-            cp_async<4>(offset(offset(@buf, (stage#14 * 32u32)), thread.x), offset(offset(x#0, k#13), thread.x), (k#13 < n#2));
+        let k#14: u32 = (k#13 + (2u32 * k_step#6));
+        let stage#15: u32 = k_fill#12;
+        if (k#14 < k_end#5) {
+            cp_async<4>(offset(offset(@buf, (stage#15 * 32u32)), thread.x), offset(offset(x#0, k#14), thread.x), (k#14 < n#2));
         }
         cp_async_commit();
-        let stage#15: u32 = k_ring#11;
-        k_ring#11 = ((k_ring#11 + 1u32) % 3u32);
-        s#3 = (s#3 + load(offset(@buf, ((stage#15 * 32u32) + thread.x))));
+        k_fill#12 = select((k_fill#12 == 2u32), 0u32, (k_fill#12 + 1u32));
+        let stage#16: u32 = k_ring#11;
+        s#3 = (s#3 + load(offset(@buf, ((stage#16 * 32u32) + thread.x))));
+        k_ring#11 = select((k_ring#11 == 2u32), 0u32, (k_ring#11 + 1u32));
     }
     cp_async_wait<0>();
     barrier;
@@ -547,9 +549,10 @@ fn pipeline_with_two_stages_waits_for_none() {
         out.contains("cp_async_wait<0>();\n        barrier;"),
         "{out}"
     );
-    assert!(out.contains("let k#11: u32 = (k#10 + k_step#6);"), "{out}");
+    assert!(out.contains("let k#12: u32 = (k#11 + k_step#6);"), "{out}");
+    assert!(out.contains("let stage#13: u32 = k_fill#10;"), "{out}");
     assert!(
-        out.contains("let stage#12: u32 = ((k_ring#9 + 1u32) % 2u32);"),
+        out.contains("k_ring#9 = select((k_ring#9 == 1u32), 0u32, (k_ring#9 + 1u32));"),
         "{out}"
     );
 }
@@ -648,4 +651,69 @@ fn pipeline_blocks_allow_inner_loops_and_runtime_steps() {
         "{out}"
     );
     assert!(out.contains("break;"), "{out}");
+}
+
+/// A kernel reading `t[s][r + 16][c]` of a tile declared with `layout`, and its IR.
+fn laid_out(layout: &str) -> String {
+    ir(&format!(
+        "kernel f(y: global mut [f16], s: u32, r: u32, c: u32) grid(1) block(32) {{
+    shared t: [2][32][32] f16 {layout};
+    y[0] = t[s][r + 16][c];
+    y[1] = t[s][r + 4][c];
+}}"
+    ))
+}
+
+#[test]
+fn swizzled_tiles_index_through_the_xor_of_16_byte_chunks() {
+    let out = laid_out("swizzle");
+    assert!(
+        out.contains("shared #0 @t: [2][32][32] f16 swizzle;  // 4096 bytes"),
+        "{out}"
+    );
+    // 64-byte rows: 4 chunks of 8, two rows per 128-byte line. The tile is its own offset, the
+    // constant 16 rows (a multiple of the pattern's 8) a third one.
+    let whole = "offset(offset(offset(@t, (s#1 * 1024u32)), ((r#2 * 32u32) + ((((c#3 / 8u32) ^ ((r#2 / 2u32) % 4u32)) * 8u32) + (c#3 % 8u32)))), 512u32)";
+    assert!(out.contains(whole), "{out}");
+    // 4 rows are not a whole period of the pattern: the row stays in the XOR.
+    assert!(out.contains("(((r#2 + 4u32) / 2u32) % 4u32)"), "{out}");
+}
+
+#[test]
+fn padded_tiles_have_longer_rows() {
+    let out = laid_out("pad(8)");
+    assert!(
+        out.contains("shared #0 @t: [2][32][32] f16 pad(8);  // 5120 bytes"),
+        "{out}"
+    );
+    assert!(
+        out.contains("offset(offset(offset(@t, (s#1 * 1280u32)), ((r#2 * 40u32) + c#3)), 640u32)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("offset(offset(offset(@t, (s#1 * 1280u32)), ((r#2 * 40u32) + c#3)), 160u32)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn ldmatrix_and_cp_async_take_tile_elements_as_addresses() {
+    let out = ir(
+        "kernel f(x: global [f16], y: global mut [f16x2]) grid(1) block(32) {
+    shared t: [16][64] f16 swizzle;
+    cp_async(t[lane % 16][lane / 16 * 8], x + lane * 8, 16, true);
+    cp_async_commit();
+    cp_async_wait(0);
+    barrier();
+    let a = ldmatrix_x4(t[lane % 16][lane / 16 * 8], false);
+    y[lane] = a[0];
+}",
+    );
+    // 128-byte rows: 8 chunks, the key is the row mod 8.
+    let at = "offset(@t, (((lane % 16u32) * 64u32) + ((((((lane / 16u32) * 8u32) / 8u32) ^ (((lane % 16u32) / 1u32) % 8u32)) * 8u32) + (((lane / 16u32) * 8u32) % 8u32))))";
+    assert!(out.contains(&format!("cp_async<16>({at}")), "{out}");
+    assert!(
+        out.contains(&format!("ldmatrix_x4<trans=false>({at})")),
+        "{out}"
+    );
 }

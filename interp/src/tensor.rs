@@ -6,12 +6,18 @@
 //! - A (16 x K, row-major), register r: row `g + 8 (r % 2)`, columns `t e + K/2 (r / 2) + j`.
 //! - B (K x 8), register r: rows `t e + K/2 r + j`, column `g`.
 //! - accumulator element i: row `g + 8 (i / 2)`, column `2 t + i % 2`.
+//!
+//! tf32 operands (f32 registers, `e` = 1, m16n8k8) follow the same formulas; the tensor cores
+//! ignore the low 13 mantissa bits of each, so the interpreter clears them.
 
 use zinc_dsl::ir::{Expr, Frag, FragRole, Type};
 
 use crate::error::ErrorKind;
 use crate::exec::{Lanes, Machine, Mask, Result, UNSET};
 use crate::value::{FragValue, Value};
+
+/// The mantissa bits of an f32 that a tf32 operand does not have.
+const TF32_DROPPED: u32 = (1 << 13) - 1;
 
 /// Bytes in a row of an ldmatrix 8x8 matrix of 16-bit units.
 const ROW_BYTES: usize = 16;
@@ -108,7 +114,8 @@ impl<'m> Machine<'m, '_> {
         Ok(out)
     }
 
-    /// `mma.sync.aligned` (m16n8k16 f16/bf16 -> f32, m16n8k32 i8 -> i32) by each active warp.
+    /// `mma.sync.aligned` (m16n8k16 f16/bf16 -> f32, m16n8k32 i8 -> i32, m16n8k8 tf32 -> f32)
+    /// by each active warp.
     /// Float products are exact and summed in f64, then added to the accumulator with one
     /// rounding to f32 (the tensor cores round differently in the last bits); integers are exact
     /// and wrap at 32 bits.
@@ -135,6 +142,10 @@ impl<'m> Machine<'m, '_> {
             }
             let elem = lanes[0].0.frag.elem;
             let per_reg = 4 / elem.size() as usize;
+            let operand = |f: &FragValue, r: usize, j: usize| match elem {
+                zinc_dsl::ir::Scalar::F32 => f64::from(f32::from_bits(f.regs[r] & !TF32_DROPPED)),
+                _ => f.element(r, j),
+            };
             let k = Frag::k(elem) as usize;
             let mut ma = vec![[0f64; 32]; 16];
             let mut mb = vec![[0f64; 8]; 32];
@@ -144,13 +155,13 @@ impl<'m> Machine<'m, '_> {
                 for r in 0..4 {
                     for j in 0..per_reg {
                         let col = t * per_reg + k / 2 * (r / 2) + j;
-                        ma[g + 8 * (r % 2)][col] = fa.element(r, j);
+                        ma[g + 8 * (r % 2)][col] = operand(fa, r, j);
                     }
                     mc[g + 8 * (r / 2)][2 * t + r % 2] = fc.element(r, 0);
                 }
                 for r in 0..2 {
                     for j in 0..per_reg {
-                        mb[t * per_reg + k / 2 * r + j][g] = fb.element(r, j);
+                        mb[t * per_reg + k / 2 * r + j][g] = operand(fb, r, j);
                     }
                 }
             }

@@ -182,6 +182,45 @@ fn rmsnorm_f16() {
     assert_close(&got, &want, 1e-3);
 }
 
+/// f32 as a tf32 operand: the low 13 mantissa bits dropped.
+fn tf32(x: f32) -> f64 {
+    f64::from(f32::from_bits(x.to_bits() & !0x1fff))
+}
+
+#[test]
+fn mma_tf32_matches_a_reference() {
+    let c = compile("mma_tf32.tile", &[]);
+    // Full f32 mantissas, so that dropping the low bits matters.
+    let a = random(16 * 8, 21);
+    let bt = random(8 * 8, 22);
+    let c0 = random(16 * 8, 23);
+    let mut args = [
+        Arg::Buffer(Buffer::from_f32(&a)),
+        Arg::Buffer(Buffer::from_f32(&bt)),
+        Arg::Buffer(Buffer::from_f32(&c0)),
+        Arg::Buffer(Buffer::from_f32(&[f32::NAN; 128])),
+    ];
+    launch(&c, "mma_tf32", &mut args).unwrap();
+    let product = |i: usize, op: fn(f32) -> f64| -> f64 {
+        let (r, n) = (i / 8, i % 8);
+        f64::from(c0[i])
+            + (0..8)
+                .map(|k| op(a[r * 8 + k]) * op(bt[n * 8 + k]))
+                .sum::<f64>()
+    };
+    let got = args[3].buffer().unwrap().to_f32();
+    let want: Vec<f64> = (0..16 * 8).map(|i| product(i, tf32)).collect();
+    assert_close(&got, &want, 1e-6);
+    // The truncation is visible: full-precision products differ by more than f32 rounding.
+    let full: Vec<f64> = (0..16 * 8).map(|i| product(i, f64::from)).collect();
+    let worst = got
+        .iter()
+        .zip(&full)
+        .map(|(&g, &w)| (f64::from(g) - w).abs())
+        .fold(0.0, f64::max);
+    assert!(worst > 1e-5, "tf32 truncation not visible: {worst}");
+}
+
 #[test]
 fn mma_tile_matches_a_reference() {
     let c = compile("mma_tile.tile", &[]);

@@ -1,4 +1,5 @@
-//! kernels/gemm_f16.tile (cp.async pipeline, swizzled tiles, mma.sync from register arrays)
+//! kernels/gemm_f16.tile (`pipeline` or a hand-written cp.async ring, `swizzle` tiles, mma.sync
+//! from register arrays)
 //! against an f64 reference, on shapes with ragged edges in T, N and K.
 
 use std::path::Path;
@@ -136,4 +137,24 @@ fn registered_large_tile_variants() {
         ("FB", "2"),
     ];
     check(&v, 260, 24, 200);
+    // sm_90 only (144 KiB of shared memory): BK = 64 with 3 stages on the large tiles.
+    check(
+        &[
+            ("BN", "256"),
+            ("WN", "64"),
+            ("BK", "64"),
+            ("STAGES", "3"),
+            ("FB", "2"),
+        ],
+        24,
+        260,
+        200,
+    );
+}
+
+#[test]
+fn pipeline_with_one_and_two_stages() {
+    // FB = 1 is a `pipeline`: one stage is the synchronous form, two the shortest ring.
+    check(&[("STAGES", "1")], 70, 136, 96);
+    check(&[("STAGES", "2"), ("BK", "64")], 33, 40, 200);
 }

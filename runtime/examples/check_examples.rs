@@ -1,7 +1,7 @@
 //! Runs the compiler's example kernels on the GPU against f64 CPU references and times them.
 //!
 //! Usage: `check_examples DIR`, where DIR holds `NAME.ptx` and `NAME.json` for vector_add,
-//! rmsnorm_f16, softmax_rows and matmul_simt. Exit status: 0 all pass, 1 a check failed,
+//! rmsnorm_f16, softmax_rows, matmul_simt and mma_tf32. Exit status: 0 all pass, 1 a check failed,
 //! 2 no GPU or bad usage.
 
 use std::path::PathBuf;
@@ -154,6 +154,9 @@ impl Checker<'_> {
                 });
             }
         });
+        self.with_kernel("mma_tf32", |c, k| {
+            c.record("mma_tf32", "16x8x8".into(), |c| c.mma_tf32(k));
+        });
         self.with_kernel("matmul_simt", |c, k| {
             for (m, n, kk) in [(513, 257, 300), (1024, 1024, 1024), (1, 1, 1), (17, 33, 5)] {
                 c.record("matmul_simt", format!("m={m} n={n} k={kk}"), |c| {
@@ -304,6 +307,46 @@ impl Checker<'_> {
             tol: TOL_APPROX_EXP,
             median_ms,
             throughput: gb_per_s(rows * cols * 8, median_ms),
+        })
+    }
+
+    /// One m16n8k8 tf32 mma. The reference drops the operands' low 13 mantissa bits, as the
+    /// language (and the interpreter) says the tensor cores do; rounding them instead would be
+    /// off by about 1e-4 relative, ten times the tolerance.
+    fn mma_tf32(&mut self, k: &Kernel) -> BoxResult<Measured> {
+        let a_host = self.rng.nonzero_vec(16 * 8, 1.0);
+        let bt_host = self.rng.nonzero_vec(8 * 8, 1.0);
+        let c0_host = self.rng.nonzero_vec(16 * 8, 1.0);
+        let tf32 = |x: f32| f64::from(f32::from_bits(x.to_bits() & !0x1fff));
+        let want: Vec<f64> = (0..16 * 8)
+            .map(|i| {
+                let (r, n) = (i / 8, i % 8);
+                let dot: f64 = (0..8)
+                    .map(|kk| tf32(a_host[r * 8 + kk]) * tf32(bt_host[n * 8 + kk]))
+                    .sum();
+                f64::from(c0_host[i]) + dot
+            })
+            .collect();
+        let a = self.stream.upload(&a_host)?;
+        let bt = self.stream.upload(&bt_host)?;
+        let c0 = self.stream.upload(&c0_host)?;
+        let mut c = self.poisoned(16 * 8, f32::NAN)?;
+        let launch = |c: &mut DeviceBuffer<f32>| {
+            k.launch(
+                &self.stream,
+                Grid::Auto,
+                &mut [Arg::from(&a), Arg::from(&bt), Arg::from(&c0), Arg::from(c)],
+            )
+            .map(drop)
+        };
+        launch(&mut c)?;
+        let errors = Errors::new(&widen(&self.stream.download(&c)?), &want);
+        let median_ms = time_median_ms(&self.stream, WARMUP, TIMED_RUNS, || launch(&mut c))?;
+        Ok(Measured {
+            errors,
+            tol: TOL_F32,
+            median_ms,
+            throughput: "one warp".into(),
         })
     }
 

@@ -1,10 +1,84 @@
 //! Which kernel (and variant) the backend runs for a matrix product, by weight type and shape.
 //!
-//! The choices come from `zinc bench-kernels --tune` on the H200 (docs/PERF.md): for decode-size
-//! batches (T <= 8) the quantized matvecs, sized to the batch; above that an f16 tensor-core GEMM
-//! on the weights dequantized into a scratch buffer, until the fused quantized GEMMs replace it.
+//! The built-in choices are the fastest variants of `zinc bench-kernels --tune` on the H200
+//! (docs/PERF.md): for decode-size batches (T <= 8) the quantized matvecs, sized to the batch;
+//! above that the fused quantized GEMMs, or for types without one an f16 tensor-core GEMM on the
+//! weights dequantized into a scratch buffer. A [`TuneTable`] written by `zinc bench-kernels
+//! --tune --table FILE` on the user's GPU overrides them where it has a matching entry.
 
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
 use zinc_models::quant::{planar_fields, to_planar, GgmlType, QuantError};
+
+/// The fastest variant of each kernel at each timed shape, from `bench-kernels --tune`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct TuneTable {
+    /// The embedded arch the variants were timed on.
+    pub arch: String,
+    pub device: String,
+    pub entries: Vec<TuneEntry>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct TuneEntry {
+    /// The base kernel, e.g. `gemm_q4k`.
+    pub kernel: String,
+    /// The kernel's dimensions (T x N x K for products).
+    pub shape: Vec<usize>,
+    /// The registry name of the fastest variant.
+    pub variant: String,
+    pub median_us: f64,
+}
+
+#[derive(Debug, Error)]
+pub enum TuneError {
+    #[error("reading the dispatch table {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "the dispatch table {path} is not one `zinc bench-kernels --tune --table` writes: {source}"
+    )]
+    Parse {
+        path: String,
+        source: serde_json::Error,
+    },
+}
+
+impl TuneTable {
+    pub fn load(path: &Path) -> Result<Self, TuneError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TuneError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|source| TuneError::Parse {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// The timed variant of `kernel` for a product of `t` tokens with an `n` x `k` matrix: an
+    /// entry at the same N and K, with T equal for decode sizes (<= MATVEC_MAX_T) and within a
+    /// factor of two above them (the nearest one).
+    pub fn pick(&self, kernel: &str, t: usize, n: usize, k: usize) -> Option<&str> {
+        let distance = |e: &TuneEntry| (e.shape[0] as f64 / t as f64).log2().abs();
+        self.entries
+            .iter()
+            .filter(|e| e.kernel == kernel && e.shape.len() == 3 && e.shape[1..] == [n, k])
+            .filter(|e| {
+                if t <= MATVEC_MAX_T || e.shape[0] <= MATVEC_MAX_T {
+                    e.shape[0] == t
+                } else {
+                    distance(e) <= 1.0
+                }
+            })
+            .min_by(|a, b| distance(a).total_cmp(&distance(b)))
+            .map(|e| e.variant.as_str())
+    }
+}
 
 /// The widest batch the matvec kernels take (their default `TMAX`).
 pub const MATVEC_MAX_T: usize = 8;
@@ -52,12 +126,14 @@ pub fn device_words(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u32>, QuantError> 
 /// The matvec for `t` tokens (1..=MATVEC_MAX_T) of a `ty` matrix with `n` rows and `k` columns.
 pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
     let suffix = quant_suffix(ty).expect("matvec of a type without kernels");
-    // One token: Q4_K's 16-byte variants (2 super-blocks in flight and 4 warps per block on long
-    // rows, two row groups on short ones); the others have only the batch-sized builds. Small
-    // batches get the build whose accumulators fit the batch.
+    // Q4_K: round 3's fastest (docs/PERF.md): 32 rows per block with 8 warps on long rows, 4 on
+    // short ones, at one token; two row groups of 8 warps for batches. The other types have the
+    // batch-sized builds only: accumulators that fit the batch.
     let variant = match (ty, t) {
-        (GgmlType::Q4_K, 1) if k > n => "TMAX=1,SB=2,KW=4",
-        (GgmlType::Q4_K, 1) => "TMAX=1,RG=2",
+        (GgmlType::Q4_K, 1) if k >= n => "TMAX=1,RG=4,KW=8",
+        (GgmlType::Q4_K, 1) => "TMAX=1,RG=4,KW=4",
+        (GgmlType::Q4_K, 2) => "TMAX=2,RG=2,KW=8",
+        (GgmlType::Q4_K, _) => "TMAX=4,RG=2,KW=8",
         (_, 1) => "TMAX=1",
         (_, 2) => "TMAX=2",
         (_, 3 | 4) => "TMAX=4",
@@ -67,18 +143,27 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
 }
 
 /// The fused quantized GEMM for `t` tokens (more than [`MATVEC_MAX_T`]) of a `ty` matrix with
-/// `k` columns, if there is one (they take 64-column slices); others are dequantized into a
-/// scratch f16 matrix for [`gemm_f16`].
-pub fn quant_gemm(ty: GgmlType, _t: usize, k: usize) -> Option<&'static str> {
+/// `n` rows and `k` columns, if there is one (they take 64-column slices); others are
+/// dequantized into a scratch f16 matrix for [`gemm_f16`]. The variants are the H200's fastest
+/// at the anchor shapes (docs/PERF.md): 256-row tiles for long prompts, and for Q4_K 64-column
+/// tiles (twice the blocks) for shorter ones.
+pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
     if !k.is_multiple_of(64) {
         return None;
     }
-    match ty {
-        GgmlType::Q4_K => Some("gemm_q4k"),
-        GgmlType::Q6_K => Some("gemm_q6k"),
-        GgmlType::Q8_0 => Some("gemm_q8_0"),
-        _ => None,
-    }
+    let kernel = match ty {
+        GgmlType::Q4_K => "gemm_q4k",
+        GgmlType::Q6_K => "gemm_q6k",
+        GgmlType::Q8_0 => "gemm_q8_0",
+        _ => return None,
+    };
+    let variant = match ty {
+        _ if t >= 1024 => "@BM=256,STAGES=2",
+        GgmlType::Q4_K => "@BN=64",
+        _ if n > k => "@BM=256,STAGES=2",
+        _ => "",
+    };
+    Some(format!("{kernel}{variant}"))
 }
 
 /// The flash-attention build for `t` queries of head widths `dk`, `dv`, if one fits: prefill-size
@@ -138,7 +223,9 @@ mod tests {
             let suffix = quant_suffix(ty).unwrap();
             names.push(format!("dequant_{suffix}"));
             names.push(format!("embed_{suffix}"));
-            names.extend(quant_gemm(ty, 512, 4096).map(String::from));
+            for (t, n, k) in [(512, 4096, 14336), (512, 14336, 4096), (2048, 4096, 4096)] {
+                names.extend(quant_gemm(ty, t, n, k));
+            }
         }
         for arch in embedded() {
             for name in &names {
@@ -179,6 +266,43 @@ mod tests {
         let planar = le(&device_words(GgmlType::Q8_0, &raw).unwrap());
         assert_eq!(planar[..32], raw[2..34]);
         assert_eq!(planar[64..66], raw[..2]);
+    }
+
+    #[test]
+    fn tune_tables_match_n_and_k_and_nearby_t() {
+        let entry = |kernel: &str, shape: [usize; 3], variant: &str| TuneEntry {
+            kernel: kernel.into(),
+            shape: shape.to_vec(),
+            variant: variant.into(),
+            median_us: 1.0,
+        };
+        let table = TuneTable {
+            arch: "sm_90".into(),
+            device: "test".into(),
+            entries: vec![
+                entry("gemm_q4k", [512, 4096, 14336], "gemm_q4k@A"),
+                entry("gemm_q4k", [2048, 4096, 14336], "gemm_q4k@B"),
+                entry("matvec_q4k", [1, 4096, 14336], "matvec_q4k@C"),
+            ],
+        };
+        assert_eq!(table.pick("gemm_q4k", 512, 4096, 14336), Some("gemm_q4k@A"));
+        assert_eq!(table.pick("gemm_q4k", 700, 4096, 14336), Some("gemm_q4k@A"));
+        assert_eq!(
+            table.pick("gemm_q4k", 1500, 4096, 14336),
+            Some("gemm_q4k@B")
+        );
+        assert_eq!(table.pick("gemm_q4k", 5000, 4096, 14336), None);
+        assert_eq!(table.pick("gemm_q4k", 200, 4096, 14336), None);
+        assert_eq!(table.pick("gemm_q4k", 512, 4096, 4096), None);
+        assert_eq!(table.pick("gemm_q6k", 512, 4096, 14336), None);
+        assert_eq!(
+            table.pick("matvec_q4k", 1, 4096, 14336),
+            Some("matvec_q4k@C")
+        );
+        assert_eq!(table.pick("matvec_q4k", 2, 4096, 14336), None);
+        let text = serde_json::to_string(&table).unwrap();
+        let back: TuneTable = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.entries.len(), 3);
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub enum GpuError {
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Tune(#[from] dispatch::TuneError),
     #[error("{0} is not implemented on the GPU yet")]
     Unsupported(&'static str),
     #[error(
@@ -182,6 +184,8 @@ pub struct Gpu {
     kernels: Kernels,
     cache: Vec<LayerCache>,
     capacity: usize,
+    /// The dispatch table of `bench-kernels --tune --table`, from the file named by `ZINC_TUNE`.
+    tune: Option<dispatch::TuneTable>,
     /// Rope sin and cos for every cache position, per rope configuration (style and inverse
     /// frequencies, as bits), uploaded at first use.
     rope_tables: RefCell<HashMap<Vec<u64>, Rc<RopeRows>>>,
@@ -265,6 +269,10 @@ impl Gpu {
         // per-buffer events that order uses across streams are not needed (and cost host time
         // per launch).
         unsafe { device.disable_event_tracking() };
+        let tune = match std::env::var_os("ZINC_TUNE") {
+            Some(path) => Some(dispatch::TuneTable::load(path.as_ref())?),
+            None => None,
+        };
         let stream = device.default_stream();
         let registry = Registry::new(device.clone())?;
         let kernels = Kernels::load(&registry)?;
@@ -305,6 +313,7 @@ impl Gpu {
             kernels,
             cache,
             capacity,
+            tune,
             rope_tables: RefCell::default(),
             ones: RefCell::default(),
         })
@@ -334,6 +343,21 @@ impl Gpu {
 
     fn kernel(&self, name: &str) -> Result<Arc<Kernel>> {
         self.registry.kernel(name).gpu()
+    }
+
+    /// The variant of `default`'s kernel that the tune table picks for a `t` x `n` x `k`
+    /// product, if there is a table with such an entry naming a registered kernel; else
+    /// `default`.
+    fn tuned(&self, default: String, t: usize, n: usize, k: usize) -> Result<Arc<Kernel>> {
+        let base = default.split('@').next().unwrap_or(&default);
+        let picked = self
+            .tune
+            .as_ref()
+            .and_then(|table| table.pick(base, t, n, k));
+        if let Some(kernel) = picked.and_then(|name| self.registry.kernel(name).ok()) {
+            return Ok(kernel);
+        }
+        self.kernel(&default)
     }
 
     /// `y` plus `w`'s bias, if it has one.
@@ -527,7 +551,7 @@ impl Backend for Gpu {
         let dims = |t| -> Result<[Arg<'static>; 3]> { Ok([u32_arg(t)?, u32_arg(n)?, u32_arg(k)?]) };
         match &w.w {
             Weights::Quant { ty, blocks } if t <= dispatch::MATVEC_MAX_T => {
-                let kernel = self.kernel(&dispatch::matvec(*ty, t, n, k))?;
+                let kernel = self.tuned(dispatch::matvec(*ty, t, n, k), t, n, k)?;
                 let [t, n, k] = dims(t)?;
                 self.launch(
                     &kernel,
@@ -541,10 +565,11 @@ impl Backend for Gpu {
                     &mut [x.into(), (&mut xh).into(), u32_arg(x.len())?],
                 )?;
                 if let Weights::Quant { ty, blocks } = weights {
-                    if let Some(name) = dispatch::quant_gemm(*ty, t, k) {
+                    if let Some(name) = dispatch::quant_gemm(*ty, t, n, k) {
+                        let kernel = self.tuned(name, t, n, k)?;
                         let [t, n, k] = dims(t)?;
                         self.launch(
-                            &*self.kernel(name)?,
+                            &kernel,
                             &mut [(&xh).into(), blocks.into(), (&mut y).into(), t, n, k],
                         )?;
                         return self.with_bias(y, w);
@@ -565,9 +590,10 @@ impl Backend for Gpu {
                         &scratch
                     }
                 };
+                let kernel = self.tuned(dispatch::gemm_f16(t).to_string(), t, n, k)?;
                 let [t, n, k] = dims(t)?;
                 self.launch(
-                    &*self.kernel(dispatch::gemm_f16(x.len() / w.in_dim))?,
+                    &kernel,
                     &mut [(&xh).into(), wh.into(), (&mut y).into(), t, n, k],
                 )?;
             }

@@ -2,8 +2,8 @@
 //! groups, and the packed-integer helpers `prmt` and `lop3`.
 //!
 //! A fragment is an LLVM array of its registers (`[4 x <2 x half>]`, `[4 x float]`, ...); SROA
-//! splits it into scalar registers. The NVVM intrinsics want bf16 and i8 operand registers as
-//! `i32`, so those are bitcast at the call.
+//! splits it into scalar registers. The NVVM intrinsics want bf16, i8 and tf32 operand registers
+//! as `i32`, so those are bitcast at the call.
 
 use inkwell::attributes::AttributeLoc;
 use inkwell::types::BasicTypeEnum;
@@ -20,6 +20,8 @@ fn mma_intrinsic(elem: Scalar) -> &'static str {
         // f16 mma intrinsics are named after their accumulator and result types.
         Scalar::F16 => "llvm.nvvm.mma.m16n8k16.row.col.f32.f32",
         Scalar::Bf16 => "llvm.nvvm.mma.m16n8k16.row.col.bf16",
+        // f32 registers used as tf32 (the hardware ignores their low 13 mantissa bits).
+        Scalar::F32 => "llvm.nvvm.mma.m16n8k8.row.col.tf32",
         _ => "llvm.nvvm.mma.m16n8k32.row.col.s8",
     }
 }

@@ -164,6 +164,7 @@ impl Func {
             name: name.into(),
             elem: elem.clone(),
             dims: dims.to_vec(),
+            layout: TileLayout::RowMajor,
             span: span(at),
         });
         let id = SharedId(self.shared.len() as u32 - 1);

@@ -17,7 +17,8 @@ fn store_acc(c: global mut [f32], acc: frag_acc<f32>) {
 }
 
 kernel tensor(a: global [f16], b: global [bf16], q: global [i8], c: global mut [f32],
-              d: global mut [i32], w: global mut [u32], n: u32) grid(1) block(32) {
+              d: global mut [i32], w: global mut [u32], tf: global [f32], n: u32)
+    grid(1) block(32) {
     shared sa: [16][16] f16;
     shared sb: [16][16] bf16;
     shared sq: [16][32] i8;
@@ -46,6 +47,9 @@ kernel tensor(a: global [f16], b: global [bf16], q: global [i8], c: global mut [
     let x = sw[lane];
     let y = prmt(x, x >> 3u32, 0x3210u32 + lane);
     w[lane] = lop3(x, y, n, 0x96) ^ bitcast<u32>(bitcast<f16x2>(y) * bitcast<f16x2>(x));
+    let ta: frag_a<f32> = frag(tf[lane], tf[lane + 32], tf[lane + 64], tf[lane + 96]);
+    let tb: frag_b<f32> = frag(tf[lane + 128], tf[lane + 160]);
+    store_acc(c + 256, mma(ta, tb, 0.5));
 }";
 
 fn ptx(arch: &str) -> String {
@@ -65,6 +69,7 @@ fn tensor_core_builtins_become_their_ptx_instructions() {
             "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
             "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
             "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
             "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16",
             "ldmatrix.sync.aligned.m8n8.x1.shared.b16",
@@ -120,6 +125,7 @@ fn sass_holds_tensor_core_and_async_copy_instructions_without_spills() {
             "HMMA.16816.F32",
             "HMMA.16816.F32.BF16",
             "IMMA.16832",
+            "HMMA.1688.F32.TF32",
             "LDSM",
             "LDGSTS",
         ] {

@@ -206,8 +206,13 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 let var = self.new_var(&name.name, ty, origin, name.span);
                 ir::StmtKind::Let { var, init: init.0 }
             }
-            StmtKind::Shared { name, dims, elem } => {
-                let declared = self.shared_decl(name, dims, elem, s.span, top);
+            StmtKind::Shared {
+                name,
+                dims,
+                elem,
+                layout,
+            } => {
+                let declared = self.shared_decl(name, dims, elem, layout.as_ref(), s.span, top);
                 if declared.is_err() {
                     self.bind(&name.name, Binding::Poisoned, name.span);
                 }
@@ -351,6 +356,7 @@ impl<'c, 'a> FnCx<'c, 'a> {
         name: &ast::Ident,
         dims: &[ast::Expr],
         elem: &ast::TypeExpr,
+        layout: Option<&ast::LayoutSpec>,
         span: Span,
         top: bool,
     ) -> Res<()> {
@@ -373,15 +379,116 @@ impl<'c, 'a> FnCx<'c, 'a> {
         let elem = super::types::resolve(self.ck, elem, super::types::Usage::SharedElem);
         let what = format!("shared array `{}`", name.name);
         let sizes = self.dims(dims, "shared array", &what, u64::from(u32::MAX), span)?;
+        let elem = elem?;
+        let layout = match layout {
+            Some(spec) => self.tile_layout(spec, &what, &sizes, &elem)?,
+            None => ir::TileLayout::RowMajor,
+        };
         let id = SharedId(self.shared.len() as u32);
-        self.shared.push(ir::SharedArray {
+        let array = ir::SharedArray {
             name: name.name.clone(),
-            elem: elem?,
+            elem,
             dims: sizes,
+            layout,
             span: name.span,
-        });
+        };
+        if array.len() > u64::from(u32::MAX) {
+            let d = Diagnostic::error(
+                format!("{what} holds more than 2^32 - 1 elements with its padding"),
+                span,
+            );
+            return Err(self.error(d));
+        }
+        self.shared.push(array);
         self.bind(&name.name, Binding::Shared(id), name.span);
         Ok(())
+    }
+
+    /// The layout `spec` of shared array `what` (dimensions `dims`, elements `elem`): `swizzle`
+    /// needs rows of 1 to 8 (a power of two) whole 16-byte chunks of elements that divide a
+    /// chunk, `pad(P)` a positive constant P; both need rows (two dimensions or more).
+    fn tile_layout(
+        &mut self,
+        spec: &ast::LayoutSpec,
+        what: &str,
+        dims: &[u64],
+        elem: &Type,
+    ) -> Res<ir::TileLayout> {
+        let word = spec.word.name.as_str();
+        let arg = match (word, &spec.arg) {
+            ("swizzle", None) => None,
+            ("pad", Some(arg)) => Some(arg),
+            ("swizzle", Some(arg)) => {
+                let d = Diagnostic::error("`swizzle` takes no argument", arg.span);
+                return Err(self.error(d));
+            }
+            ("pad", None) => {
+                let d = Diagnostic::error(
+                    "`pad` needs the number of elements to add to every row: `pad(8)`",
+                    spec.span,
+                );
+                return Err(self.error(d));
+            }
+            _ => {
+                let d = Diagnostic::error(
+                    format!(
+                        "unknown shared-memory layout `{word}`; expected `swizzle` or `pad(N)`"
+                    ),
+                    spec.word.span,
+                );
+                return Err(self.error(d));
+            }
+        };
+        let Some(&cols) = dims.last().filter(|_| dims.len() >= 2) else {
+            let d = Diagnostic::error(
+                format!(
+                    "`{word}` lays out rows: {what} needs two dimensions or more ([rows][columns])"
+                ),
+                spec.span,
+            );
+            return Err(self.error(d));
+        };
+        if let Some(arg) = arg {
+            let pad = match self.constant(arg, Scalar::U32, "the padding of a shared array")? {
+                ConstValue::Int(p) if p > 0 => p as u32,
+                v => {
+                    let d = Diagnostic::error(
+                        format!(
+                            "the padding of a shared array is a positive number of elements, not {}",
+                            crate::print::const_text(&v)
+                        ),
+                        arg.span,
+                    );
+                    return Err(self.error(d));
+                }
+            };
+            return Ok(ir::TileLayout::Padded(pad));
+        }
+        let size = elem.size() as u64;
+        let row_bytes = cols * size;
+        let why = if !16u64.is_multiple_of(size) {
+            Some(format!(
+                "its `{elem}` elements ({size} bytes) do not divide a 16-byte chunk"
+            ))
+        } else if !row_bytes.is_multiple_of(16) {
+            Some(format!(
+                "its rows of {cols} `{elem}` are {row_bytes} bytes, not whole 16-byte chunks"
+            ))
+        } else if !(row_bytes / 16).is_power_of_two() || row_bytes / 16 > 8 {
+            Some(format!(
+                "its rows are {} 16-byte chunks; the swizzle needs 1, 2, 4 or 8 (rows of at most 128 bytes)",
+                row_bytes / 16
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            let d = Diagnostic::error(format!("{what} cannot be swizzled: {why}"), spec.span);
+            return Err(self.error(d));
+        }
+        Ok(ir::TileLayout::Swizzled {
+            row_chunks: (row_bytes / 16) as u32,
+        })
     }
 
     /// The dimensions of a `kind` array (`what` names it), positive compile-time integers with
@@ -775,13 +882,15 @@ impl<'c, 'a> FnCx<'c, 'a> {
     /// let k_start = START; let k_end = END; let k_step = BK;
     /// // prologue, for i in 0..S-1:
     /// let k = k_start + i * k_step; let stage = i; if k < k_end { copy } cp_async_commit();
-    /// var k_ring = 0;
+    /// var k_ring = 0; var k_fill = S - 1;
     /// for k in k_start..k_end step k_step {
     ///     cp_async_wait(S - 2); barrier();
-    ///     let k = k + (S - 1) * k_step; let stage = (k_ring + (S - 1)) % S;
+    ///     let k = k + (S - 1) * k_step; let stage = k_fill;
     ///     if k < k_end { copy } cp_async_commit();
-    ///     let stage = k_ring; k_ring = (k_ring + 1) % S;
+    ///     k_fill = select(k_fill == S - 1, 0, k_fill + 1);
+    ///     let stage = k_ring;
     ///     compute
+    ///     k_ring = select(k_ring == S - 1, 0, k_ring + 1);
     /// }
     /// cp_async_wait(0); barrier();
     /// ```
@@ -904,34 +1013,48 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 var: ring,
                 init: c(0),
             }));
+            let fill = self.hidden_var(&format!("{name}_fill"), u.clone(), Origin::Var, span);
+            out.push(st(ir::StmtKind::Let {
+                var: fill,
+                init: c(stages - 1),
+            }));
             self.scopes.push(HashMap::new());
             let kv = self.new_var(name, u.clone(), Origin::Loop, var.span);
             let mut body = vec![
                 builtin(ir::Builtin::CpAsyncWait((n - 2) as u8)),
                 st(ir::StmtKind::Barrier),
             ];
+            // Two ring counters advanced by selects on wrap-around, as hand-written rings do:
+            // `% S` costs a multiply-high sequence per tile when S is not a power of two, and
+            // deriving the fill slot from the read slot costs a select more per tile.
+            let select = |cond: ir::Expr, a: ir::Expr, b: ir::Expr| {
+                mk(
+                    ir::ExprKind::Select(Box::new(cond), Box::new(a), Box::new(b)),
+                    u.clone(),
+                    span,
+                )
+            };
             let next = bin(ir::BinOp::Add, rd(kv), times_step(stages - 1));
-            let slot = bin(
-                ir::BinOp::Rem,
-                bin(ir::BinOp::Add, rd(ring), c(stages - 1)),
-                c(stages),
-            );
-            body.extend(copy_block(self, next, slot, true));
+            let advance = |v: VarId| {
+                st(ir::StmtKind::Assign {
+                    var: v,
+                    value: select(
+                        bin(ir::BinOp::Eq, rd(v), c(stages - 1)),
+                        c(0),
+                        bin(ir::BinOp::Add, rd(v), c(1)),
+                    ),
+                })
+            };
+            body.extend(copy_block(self, next, rd(fill), true));
             body.push(builtin(ir::Builtin::CpAsyncCommit));
+            body.push(advance(fill));
             let sv = self.new_var("stage", u.clone(), Origin::Let, var.span);
             body.push(st(ir::StmtKind::Let {
                 var: sv,
                 init: rd(ring),
             }));
-            body.push(st(ir::StmtKind::Assign {
-                var: ring,
-                value: bin(
-                    ir::BinOp::Rem,
-                    bin(ir::BinOp::Add, rd(ring), c(1)),
-                    c(stages),
-                ),
-            }));
             body.extend(self.loop_block(LoopKind::Pipeline, compute));
+            body.push(advance(ring));
             self.scopes.pop();
             out.push(st(ir::StmtKind::For {
                 var: kv,

@@ -495,7 +495,7 @@ impl FnCx<'_, '_> {
         }
     }
 
-    /// `mma(a, b, acc)`: m16n8k16 for f16/bf16, m16n8k32 for i8.
+    /// `mma(a, b, acc)`: m16n8k16 for f16/bf16, m16n8k32 for i8, m16n8k8 for f32 (tf32).
     fn mma(&mut self, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
         self.arity("mma", args, 3, span)?;
         let a = self.frag_arg(&args[0], FragRole::A, "the first operand");
@@ -528,10 +528,19 @@ impl FnCx<'_, '_> {
         ))
     }
 
+    /// A shared-memory address operand: a view, or an element of a shared array `s[i][j]`
+    /// (its address, through the array's layout).
+    fn address(&mut self, e: &ast::Expr) -> Res<ir::Expr> {
+        if self.indexes_shared(e) {
+            return Ok(self.place(e)?.ptr);
+        }
+        self.value(e, None)
+    }
+
     /// `ldmatrix_xN(row, trans)`: `row` is this lane's row address in shared memory.
     fn ldmatrix(&mut self, name: &str, count: u8, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
         self.arity(name, args, 2, span)?;
-        let ptr = self.value(&args[0], None);
+        let ptr = self.address(&args[0]);
         let trans = self.expect(&args[1], &Type::Scalar(Scalar::Bool), "`trans`");
         let (ptr, trans) = (ptr?, trans?);
         let trans = match eval_or_report(self.ck, &trans, "`trans`")? {
@@ -574,7 +583,7 @@ impl FnCx<'_, '_> {
     /// `cp_async(dst, src, bytes, valid)`.
     fn cp_async(&mut self, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
         self.arity("cp_async", args, 4, span)?;
-        let dst = self.value(&args[0], None);
+        let dst = self.address(&args[0]);
         let src = self.value(&args[1], None);
         let bytes = self.const_int(&args[2], Scalar::U32, "the size of `cp_async`", 4..=16);
         let valid = self.expect(

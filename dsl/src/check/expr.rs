@@ -588,7 +588,7 @@ impl FnCx<'_, '_> {
     }
 
     /// Whether the index expression `e` indexes a shared array (`s[i][j]`).
-    fn indexes_shared(&self, e: &ast::Expr) -> bool {
+    pub fn indexes_shared(&self, e: &ast::Expr) -> bool {
         let mut root = e;
         while let ExprKind::Index(base, _) = &root.kind {
             root = base;
@@ -641,7 +641,10 @@ impl FnCx<'_, '_> {
     }
 
     /// `s[i][j]` of a `[D0][D1]` array: offset `i * D1 + j`, computed in u32 (u64 if any index is
-    /// 64-bit). A single index is used as it is.
+    /// 64-bit). A single index is used as it is. With a layout the last two indices are a row
+    /// `r` and column `c` of a tile: the row stride is `D1 + P` for `pad(P)`, and `swizzle`
+    /// stores column `c` at `((c / E) ^ (r / (8 / RC) % RC)) * E + c % E` (E elements per
+    /// 16-byte chunk, RC chunks per row), so `r` and `c` are evaluated twice.
     fn shared_place(
         &mut self,
         id: ir::SharedId,
@@ -650,7 +653,12 @@ impl FnCx<'_, '_> {
         span: Span,
     ) -> Res<Place> {
         let array = &self.shared[id.0 as usize];
-        let (name, dims, elem) = (array.name.clone(), array.dims.clone(), array.elem.clone());
+        let (name, dims, elem, layout) = (
+            array.name.clone(),
+            array.dims.clone(),
+            array.elem.clone(),
+            array.layout,
+        );
         if indices.len() != dims.len() {
             let dims_text = match dims.len() {
                 1 => "1 dimension".to_string(),
@@ -668,6 +676,23 @@ impl FnCx<'_, '_> {
         }
         let checked: Vec<Res<ir::Expr>> = indices.iter().map(|i| self.index(i)).collect();
         let mut xs = checked.into_iter().collect::<Res<Vec<_>>>()?;
+        if let ir::TileLayout::Swizzled { .. } = layout {
+            for (x, i) in xs.iter().zip(indices).rev().take(2) {
+                if ir::has_effects(x) {
+                    let d = Diagnostic::error(
+                        format!("the row and column of swizzled shared array `{name}` are used twice; bind this index with `let` first"),
+                        i.span,
+                    );
+                    return Err(self.error(d));
+                }
+            }
+        }
+        // With a layout, a row `e + C` (C constant) is addressed as C rows past row `e`: a
+        // separate offset, so that it becomes an address immediate (see `split_constant_rows`).
+        let mut row_split: Option<i128> = None;
+        // With a layout, the outer indices (whole tiles) are an offset of their own too, so the
+        // tile's address is computed once for all rows and columns of it.
+        let mut tile_split: Option<ir::Expr> = None;
         let offset = if xs.len() == 1 {
             xs.remove(0)
         } else {
@@ -685,23 +710,63 @@ impl FnCx<'_, '_> {
                     mk(ir::ExprKind::Cast(Box::new(x)), ty.clone(), span)
                 }
             };
-            let mut xs = xs.into_iter();
-            let mut acc = convert(xs.next().ok_or(Reported)?);
-            for (x, dim) in xs.zip(&dims[1..]) {
-                let span = acc.span.to(x.span);
-                let dim = int_const(i128::from(*dim), s, span);
-                let scaled = mk(
-                    ir::ExprKind::Binary(BinOp::Mul, Box::new(acc), Box::new(dim)),
+            let bin = |op: BinOp, a: ir::Expr, b: ir::Expr| {
+                let span = a.span.to(b.span);
+                mk(
+                    ir::ExprKind::Binary(op, Box::new(a), Box::new(b)),
                     ty.clone(),
                     span,
-                );
-                acc = mk(
-                    ir::ExprKind::Binary(BinOp::Add, Box::new(scaled), Box::new(convert(x))),
-                    ty.clone(),
-                    span,
-                );
+                )
+            };
+            let konst = |v: u64, span: Span| int_const(i128::from(v), s, span);
+            let cols = *dims.last().expect("two or more dimensions");
+            let row_stride = match layout {
+                ir::TileLayout::Padded(p) => cols + u64::from(p),
+                _ => cols,
+            };
+            let mut xs: Vec<ir::Expr> = xs.into_iter().map(convert).collect();
+            let col = xs.pop().expect("two or more indices");
+            if layout != ir::TileLayout::RowMajor {
+                let row = xs.pop().expect("two or more indices");
+                let (row, rows_after) = split_constant_rows(row, layout);
+                if rows_after != 0 {
+                    row_split = Some(rows_after * row_stride as i128);
+                }
+                if !xs.is_empty() {
+                    let mut outer = xs.remove(0);
+                    for (x, dim) in xs.drain(..).zip(&dims[1..dims.len() - 2]) {
+                        let span = outer.span.to(x.span);
+                        outer = bin(BinOp::Add, bin(BinOp::Mul, outer, konst(*dim, span)), x);
+                    }
+                    let span = outer.span;
+                    let tile = dims[dims.len() - 2] * row_stride;
+                    tile_split = Some(bin(BinOp::Mul, outer, konst(tile, span)));
+                }
+                xs.push(row);
             }
-            acc
+            let row = xs.last().cloned().expect("two or more indices");
+            let mut acc = xs.remove(0);
+            for (x, dim) in xs.into_iter().zip(&dims[1..dims.len() - 1]) {
+                let span = acc.span.to(x.span);
+                acc = bin(BinOp::Add, bin(BinOp::Mul, acc, konst(*dim, span)), x);
+            }
+            let span = acc.span;
+            let row_start = bin(BinOp::Mul, acc, konst(row_stride, span));
+            let col = match layout {
+                ir::TileLayout::Swizzled { row_chunks } => {
+                    let chunk = 16 / u64::from(elem.size());
+                    let rc = u64::from(row_chunks);
+                    let at = col.span;
+                    let chunk_of_col = bin(BinOp::Div, col.clone(), konst(chunk, at));
+                    let line_rows = bin(BinOp::Div, row, konst(8 / rc, at));
+                    let key = bin(BinOp::Rem, line_rows, konst(rc, at));
+                    let moved = bin(BinOp::Xor, chunk_of_col, key);
+                    let within = bin(BinOp::Rem, col, konst(chunk, at));
+                    bin(BinOp::Add, bin(BinOp::Mul, moved, konst(chunk, at)), within)
+                }
+                _ => col,
+            };
+            bin(BinOp::Add, row_start, col)
         };
         let view = Type::View {
             space: Space::Shared,
@@ -709,14 +774,32 @@ impl FnCx<'_, '_> {
             mutable: true,
         };
         let base = mk(ir::ExprKind::SharedArray(id), view.clone(), root.span);
-        let ptr = mk(
-            ir::ExprKind::Offset {
-                base: Box::new(base),
-                index: Box::new(offset),
-            },
-            view,
-            span,
-        );
+        let index_ty = offset.ty.scalar().unwrap_or(Scalar::U32);
+        let at = |base: ir::Expr, index: ir::Expr| {
+            mk(
+                ir::ExprKind::Offset {
+                    base: Box::new(base),
+                    index: Box::new(index),
+                },
+                view.clone(),
+                span,
+            )
+        };
+        let tile = match tile_split {
+            Some(tile) => at(base, tile),
+            None => base,
+        };
+        let mut ptr = at(tile, offset);
+        if let Some(elements) = row_split {
+            ptr = mk(
+                ir::ExprKind::Offset {
+                    base: Box::new(ptr),
+                    index: Box::new(int_const(elements, index_ty, span)),
+                },
+                view,
+                span,
+            );
+        }
         Ok(Place {
             ptr,
             elem,
@@ -930,4 +1013,29 @@ fn peel_indices(e: &ast::Expr) -> (&ast::Expr, Vec<&ast::Expr>) {
     }
     indices.reverse();
     (root, indices)
+}
+
+/// A laid-out tile's row index `e + C` or `C + e` with C a compile-time constant (a multiple of
+/// 8 for `swizzle`, whose pattern repeats every 8 rows) as (`e`, C): the checker addresses it as
+/// C rows past row `e`, so the constant part is an address immediate rather than part of the
+/// 32-bit index (whose widening to an address would keep it from folding). Anything else is
+/// (row, 0).
+fn split_constant_rows(row: ir::Expr, layout: ir::TileLayout) -> (ir::Expr, i128) {
+    let period = match layout {
+        ir::TileLayout::Swizzled { .. } => 8,
+        _ => 1,
+    };
+    let constant = |x: &ir::Expr| match consteval::eval(x) {
+        Ok(ConstValue::Int(c)) if c % period == 0 => Some(c),
+        _ => None,
+    };
+    if let ir::ExprKind::Binary(BinOp::Add, a, b) = &row.kind {
+        if let Some(c) = constant(b) {
+            return (*a.clone(), c);
+        }
+        if let Some(c) = constant(a) {
+            return (*b.clone(), c);
+        }
+    }
+    (row, 0)
 }

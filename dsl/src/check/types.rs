@@ -87,7 +87,7 @@ pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
             let Some(frag) = frag else {
                 let allowed = match role {
                     FragRole::Acc => "`f32` or `i32`",
-                    _ => "`f16`, `bf16` or `i8`",
+                    _ => "`f16`, `bf16`, `i8` or `f32` (as tf32)",
                 };
                 let d = Diagnostic::error(
                     format!(

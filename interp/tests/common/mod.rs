@@ -187,6 +187,7 @@ impl Fb {
             name: name.into(),
             elem: Type::Scalar(elem),
             dims,
+            layout: TileLayout::RowMajor,
             span: line(1),
         });
         let ty = Type::View {
