@@ -193,6 +193,54 @@ pub struct Gpu {
     ones: RefCell<Option<Rc<DeviceBuffer<f32>>>>,
 }
 
+/// An activation tensor: f32 on the device, and its f16 copy once a tensor-core kernel has asked
+/// for it, so that the products sharing an input (q, k and v of one normed row; gate and up)
+/// convert it once.
+pub struct Act {
+    f32: DeviceBuffer<f32>,
+    f16: RefCell<Option<Rc<DeviceBuffer<f16>>>>,
+}
+
+impl From<DeviceBuffer<f32>> for Act {
+    fn from(f32: DeviceBuffer<f32>) -> Self {
+        Act {
+            f32,
+            f16: RefCell::new(None),
+        }
+    }
+}
+
+impl std::ops::Deref for Act {
+    type Target = DeviceBuffer<f32>;
+
+    fn deref(&self) -> &DeviceBuffer<f32> {
+        &self.f32
+    }
+}
+
+impl Act {
+    /// The tensor in f16, converted on first use.
+    fn half(&self, queue: &Queue, to_f16: &Kernel) -> Result<Rc<DeviceBuffer<f16>>> {
+        if let Some(h) = &*self.f16.borrow() {
+            return Ok(h.clone());
+        }
+        let mut h = queue.stream.alloc::<f16>(self.len()).gpu()?;
+        queue.launch(
+            to_f16,
+            &mut [(&self.f32).into(), (&mut h).into(), u32_arg(self.len())?],
+        )?;
+        let h = Rc::new(h);
+        *self.f16.borrow_mut() = Some(h.clone());
+        Ok(h)
+    }
+}
+
+impl<'a> From<&'a Act> for Arg<'a> {
+    fn from(x: &'a Act) -> Self {
+        (&x.f32).into()
+    }
+}
+
 /// `[capacity][half]` sin and cos of one rope configuration's angles.
 struct RopeRows {
     sin: DeviceBuffer<f32>,
@@ -361,8 +409,10 @@ impl Gpu {
     }
 
     /// `y` plus `w`'s bias, if it has one.
-    fn with_bias(&self, y: DeviceBuffer<f32>, w: &Matrix) -> Result<DeviceBuffer<f32>> {
-        let Some(b) = &w.bias else { return Ok(y) };
+    fn with_bias(&self, y: DeviceBuffer<f32>, w: &Matrix) -> Result<Act> {
+        let Some(b) = &w.bias else {
+            return Ok(y.into());
+        };
         let mut with_bias = self.alloc(y.len())?;
         self.launch(
             &self.kernels.add_bias,
@@ -374,7 +424,7 @@ impl Gpu {
                 u32_arg(w.out_dim)?,
             ],
         )?;
-        Ok(with_bias)
+        Ok(with_bias.into())
     }
 
     /// `{family}_{type}`, e.g. `dequant_q4k`.
@@ -388,11 +438,11 @@ impl Gpu {
     }
 
     /// `x = kernel(x, c)` for an element-wise kernel `(x, y, c, n)`.
-    fn map(&self, kernel: &Kernel, x: &mut DeviceBuffer<f32>, c: f32) -> Result<()> {
+    fn map(&self, kernel: &Kernel, x: &mut Act, c: f32) -> Result<()> {
         let mut y = self.alloc(x.len())?;
         let n = u32_arg(x.len())?;
         self.launch(kernel, &mut [(&*x).into(), (&mut y).into(), c.into(), n])?;
-        *x = y;
+        *x = y.into();
         Ok(())
     }
 
@@ -418,23 +468,12 @@ impl Gpu {
         Ok(rows)
     }
 
-    fn norm(
-        &self,
-        x: &DeviceBuffer<f32>,
-        w: &DeviceBuffer<f32>,
-        eps: f32,
-    ) -> Result<DeviceBuffer<f32>> {
+    fn norm(&self, x: &Act, w: &DeviceBuffer<f32>, eps: f32) -> Result<Act> {
         self.norm_rows(x, w, w.len(), eps)
     }
 
     /// RMS norm of rows of `cols`, by the first `cols` weights of `w`.
-    fn norm_rows(
-        &self,
-        x: &DeviceBuffer<f32>,
-        w: &DeviceBuffer<f32>,
-        cols: usize,
-        eps: f32,
-    ) -> Result<DeviceBuffer<f32>> {
+    fn norm_rows(&self, x: &Act, w: &DeviceBuffer<f32>, cols: usize, eps: f32) -> Result<Act> {
         let mut y = self.alloc(x.len())?;
         self.launch(
             &self.kernels.rmsnorm,
@@ -447,7 +486,7 @@ impl Gpu {
                 eps.into(),
             ],
         )?;
-        Ok(y)
+        Ok(y.into())
     }
 }
 
@@ -459,7 +498,7 @@ fn u32_arg(v: usize) -> Result<Arg<'static>> {
 }
 
 impl Backend for Gpu {
-    type Tensor = DeviceBuffer<f32>;
+    type Tensor = Act;
     type Matrix = Matrix;
     type Vector = DeviceBuffer<f32>;
     type Experts = Infallible;
@@ -511,7 +550,7 @@ impl Backend for Gpu {
         self.cache.iter_mut().for_each(|l| l.len = l.len.min(len));
     }
 
-    fn embed(&self, table: &Matrix, tokens: &[u32], scale: f32) -> Result<DeviceBuffer<f32>> {
+    fn embed(&self, table: &Matrix, tokens: &[u32], scale: f32) -> Result<Act> {
         let ids = self.queue.stream.upload(tokens).gpu()?;
         let mut y = self.alloc(tokens.len() * table.in_dim)?;
         let n_tokens = u32_arg(tokens.len())?;
@@ -541,10 +580,10 @@ impl Backend for Gpu {
                 ],
             )?,
         }
-        Ok(y)
+        Ok(y.into())
     }
 
-    fn matmul(&self, x: &DeviceBuffer<f32>, w: &Matrix) -> Result<DeviceBuffer<f32>> {
+    fn matmul(&self, x: &Act, w: &Matrix) -> Result<Act> {
         let t = x.len() / w.in_dim;
         let (n, k) = (w.out_dim, w.in_dim);
         let mut y = self.alloc(t * n)?;
@@ -559,18 +598,14 @@ impl Backend for Gpu {
                 )?;
             }
             weights => {
-                let mut xh = self.queue.stream.alloc::<f16>(x.len()).gpu()?;
-                self.launch(
-                    &self.kernels.to_f16,
-                    &mut [x.into(), (&mut xh).into(), u32_arg(x.len())?],
-                )?;
+                let xh = x.half(&self.queue, &self.kernels.to_f16)?;
                 if let Weights::Quant { ty, blocks } = weights {
                     if let Some(name) = dispatch::quant_gemm(*ty, t, n, k) {
                         let kernel = self.tuned(name, t, n, k)?;
                         let [t, n, k] = dims(t)?;
                         self.launch(
                             &kernel,
-                            &mut [(&xh).into(), blocks.into(), (&mut y).into(), t, n, k],
+                            &mut [(&*xh).into(), blocks.into(), (&mut y).into(), t, n, k],
                         )?;
                         return self.with_bias(y, w);
                     }
@@ -594,28 +629,18 @@ impl Backend for Gpu {
                 let [t, n, k] = dims(t)?;
                 self.launch(
                     &kernel,
-                    &mut [(&xh).into(), wh.into(), (&mut y).into(), t, n, k],
+                    &mut [(&*xh).into(), wh.into(), (&mut y).into(), t, n, k],
                 )?;
             }
         }
         self.with_bias(y, w)
     }
 
-    fn rms_norm(
-        &self,
-        x: &DeviceBuffer<f32>,
-        weight: &DeviceBuffer<f32>,
-        eps: f32,
-    ) -> Result<DeviceBuffer<f32>> {
+    fn rms_norm(&self, x: &Act, weight: &DeviceBuffer<f32>, eps: f32) -> Result<Act> {
         self.norm(x, weight, eps)
     }
 
-    fn rms_norm_unit(
-        &self,
-        x: &DeviceBuffer<f32>,
-        width: usize,
-        eps: f32,
-    ) -> Result<DeviceBuffer<f32>> {
+    fn rms_norm_unit(&self, x: &Act, width: usize, eps: f32) -> Result<Act> {
         // A unit weight: multiplying by 1.0 is exact, so this equals a weightless norm.
         let ones = {
             let mut cached = self.ones.borrow_mut();
@@ -633,7 +658,7 @@ impl Backend for Gpu {
 
     fn rope(
         &self,
-        x: &mut DeviceBuffer<f32>,
+        x: &mut Act,
         n_heads: usize,
         head_dim: usize,
         start: usize,
@@ -669,19 +694,19 @@ impl Backend for Gpu {
                 u32_arg(start)?,
             ],
         )?;
-        *x = y;
+        *x = y.into();
         Ok(())
     }
 
     fn attention(
         &mut self,
         layer: usize,
-        q: &DeviceBuffer<f32>,
-        k: &DeviceBuffer<f32>,
-        v: &DeviceBuffer<f32>,
+        q: &Act,
+        k: &Act,
+        v: &Act,
         start: usize,
         p: &AttentionParams,
-    ) -> Result<DeviceBuffer<f32>> {
+    ) -> Result<Act> {
         if p.head_dim_k.max(p.head_dim_v) > MAX_HEAD_DIM {
             return unsupported("attention heads wider than 512");
         }
@@ -736,20 +761,16 @@ impl Backend for Gpu {
         ];
         let flash = dispatch::flash_attention(p.head_dim_k, p.head_dim_v, n_tokens);
         if let Some(name) = flash {
-            let mut qh = queue.stream.alloc::<f16>(q.len()).gpu()?;
-            queue.launch(
-                &kernels.to_f16,
-                &mut [q.into(), (&mut qh).into(), u32_arg(q.len())?],
-            )?;
+            let qh = q.half(queue, &kernels.to_f16)?;
             let mut args = vec![
-                (&qh).into(),
+                (&*qh).into(),
                 (&cache.k).into(),
                 (&cache.v).into(),
                 (&mut o).into(),
             ];
             args.extend(shape);
             queue.launch(&*registry.kernel(name).gpu()?, &mut args)?;
-            return Ok(o);
+            return Ok(o.into());
         }
         // Few queries, or head widths without a flash build: split the keys over blocks.
         let split = dispatch::attention_split(needed, p.n_head * n_tokens);
@@ -778,15 +799,10 @@ impl Backend for Gpu {
                 u32_arg(n_splits)?,
             ],
         )?;
-        Ok(o)
+        Ok(o.into())
     }
 
-    fn glu(
-        &self,
-        activation: Activation,
-        gate: &DeviceBuffer<f32>,
-        x: &DeviceBuffer<f32>,
-    ) -> Result<DeviceBuffer<f32>> {
+    fn glu(&self, activation: Activation, gate: &Act, x: &Act) -> Result<Act> {
         let kernel = match activation {
             Activation::Silu => &self.kernels.silu_mul,
             Activation::GeluTanh => &self.kernels.gelu_mul,
@@ -797,57 +813,47 @@ impl Backend for Gpu {
             kernel,
             &mut [gate.into(), x.into(), (&mut y).into(), u32_arg(x.len())?],
         )?;
-        Ok(y)
+        Ok(y.into())
     }
 
-    fn gate_rows(&self, _: &mut DeviceBuffer<f32>, _: &DeviceBuffer<f32>) -> Result<()> {
+    fn gate_rows(&self, _: &mut Act, _: &Act) -> Result<()> {
         unsupported("the shared-expert gate")
     }
 
-    fn add(&self, x: &mut DeviceBuffer<f32>, y: &DeviceBuffer<f32>) -> Result<()> {
+    fn add(&self, x: &mut Act, y: &Act) -> Result<()> {
         let mut sum = self.alloc(x.len())?;
         self.launch(
             &self.kernels.add,
             &mut [(&*x).into(), y.into(), (&mut sum).into(), u32_arg(x.len())?],
         )?;
-        *x = sum;
+        *x = sum.into();
         Ok(())
     }
 
-    fn scale(&self, x: &mut DeviceBuffer<f32>, s: f32) -> Result<()> {
+    fn scale(&self, x: &mut Act, s: f32) -> Result<()> {
         self.map(&self.kernels.scale, x, s)
     }
 
-    fn softcap(&self, x: &mut DeviceBuffer<f32>, cap: f32) -> Result<()> {
+    fn softcap(&self, x: &mut Act, cap: f32) -> Result<()> {
         self.map(&self.kernels.softcap, x, cap)
     }
 
-    fn last_row(&self, x: &DeviceBuffer<f32>, width: usize) -> Result<DeviceBuffer<f32>> {
+    fn last_row(&self, x: &Act, width: usize) -> Result<Act> {
         let mut y = self.alloc(width)?;
         self.queue
             .copy(&self.kernels.copy, x, x.len() - width, &mut y, 0, width)?;
-        Ok(y)
+        Ok(y.into())
     }
 
-    fn moe(
-        &self,
-        _: &DeviceBuffer<f32>,
-        _: &DeviceBuffer<f32>,
-        experts: &Infallible,
-        _: &Router,
-    ) -> Result<DeviceBuffer<f32>> {
+    fn moe(&self, _: &Act, _: &Act, experts: &Infallible, _: &Router) -> Result<Act> {
         match *experts {}
     }
 
-    fn delta_net(
-        &mut self,
-        _: usize,
-        _: DeltaNetStep<'_, DeviceBuffer<f32>, DeviceBuffer<f32>>,
-    ) -> Result<DeviceBuffer<f32>> {
+    fn delta_net(&mut self, _: usize, _: DeltaNetStep<'_, Act, DeviceBuffer<f32>>) -> Result<Act> {
         unsupported("the gated delta net")
     }
 
-    fn to_host(&self, x: &DeviceBuffer<f32>) -> Result<Vec<f32>> {
+    fn to_host(&self, x: &Act) -> Result<Vec<f32>> {
         self.queue.stream.download(x).gpu()
     }
 }
