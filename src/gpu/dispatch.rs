@@ -166,6 +166,16 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> 
     Some(format!("{kernel}{variant}"))
 }
 
+/// The RMS norm for `rows` rows: a block of 1024 threads for decode-size batches, where one
+/// block per row leaves the GPU idle and 256 threads walk a 4096-wide row in 16 dependent steps.
+pub fn rmsnorm(rows: usize) -> &'static str {
+    if rows <= MATVEC_MAX_T {
+        "rmsnorm_f32@BLOCK=1024"
+    } else {
+        "rmsnorm_f32"
+    }
+}
+
 /// The flash-attention build for `t` queries of head widths `dk`, `dv`, if one fits: prefill-size
 /// batches with equal widths of 64, 128 or 256.
 pub fn flash_attention(dk: usize, dv: usize, t: usize) -> Option<&'static str> {
@@ -207,6 +217,7 @@ mod tests {
     #[test]
     fn dispatched_kernels_exist() {
         let mut names = vec![gemm_f16(1).to_string(), gemm_f16(4096).to_string()];
+        names.extend([rmsnorm(1).to_string(), rmsnorm(512).to_string()]);
         for d in [64, 128, 256] {
             names.push(flash_attention(d, d, 512).unwrap().to_string());
         }

@@ -112,7 +112,6 @@ fn unsupported<T>(what: &'static str) -> Result<T> {
 
 /// The registry kernels the backend launches, loaded once.
 struct Kernels {
-    rmsnorm: Arc<Kernel>,
     add: Arc<Kernel>,
     silu_mul: Arc<Kernel>,
     gelu_mul: Arc<Kernel>,
@@ -132,7 +131,6 @@ impl Kernels {
     fn load(registry: &Registry) -> std::result::Result<Self, RegistryError> {
         let k = |name: &str| registry.kernel(name);
         Ok(Self {
-            rmsnorm: k("rmsnorm_f32")?,
             add: k("add_f32")?,
             silu_mul: k("silu_mul_f32")?,
             gelu_mul: k("gelu_mul_f32")?,
@@ -475,13 +473,14 @@ impl Gpu {
     /// RMS norm of rows of `cols`, by the first `cols` weights of `w`.
     fn norm_rows(&self, x: &Act, w: &DeviceBuffer<f32>, cols: usize, eps: f32) -> Result<Act> {
         let mut y = self.alloc(x.len())?;
+        let rows = x.len() / cols;
         self.launch(
-            &self.kernels.rmsnorm,
+            &*self.kernel(dispatch::rmsnorm(rows))?,
             &mut [
                 x.into(),
                 w.into(),
                 (&mut y).into(),
-                u32_arg(x.len() / cols)?,
+                u32_arg(rows)?,
                 u32_arg(cols)?,
                 eps.into(),
             ],
