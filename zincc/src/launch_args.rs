@@ -94,8 +94,8 @@ fn parse_buffer(elem: &Type, spec: &str, rng: &mut StdRng) -> Result<Buffer, Str
             Ok(from_values(values))
         }
         "file" => {
-            let bytes = std::fs::read(Path::new(rest))
-                .map_err(|e| format!("cannot read `{rest}`: {e}"))?;
+            let bytes =
+                std::fs::read(Path::new(rest)).map_err(|e| format!("cannot read `{rest}`: {e}"))?;
             if bytes.len() % elem.size() as usize != 0 {
                 return Err(format!(
                     "`{rest}` has {} bytes, not a whole number of `{elem}` elements ({} bytes each)",
@@ -105,7 +105,9 @@ fn parse_buffer(elem: &Type, spec: &str, rng: &mut StdRng) -> Result<Buffer, Str
             }
             Ok(Buffer::new(elem.clone(), bytes))
         }
-        _ => Err(format!("unknown buffer spec `{kind}:`; a buffer takes {BUFFER_SPECS}")),
+        _ => Err(format!(
+            "unknown buffer spec `{kind}:`; a buffer takes {BUFFER_SPECS}"
+        )),
     }
 }
 
@@ -325,10 +327,7 @@ mod tests {
         let u32x4 = view(Type::Vector(Scalar::U32, 4), false);
         let b = parse(&u32x4, "range:2").unwrap();
         assert_eq!(b.buffer().unwrap().bytes.len(), 2 * 16);
-        assert_eq!(
-            format_elements(b.buffer().unwrap(), 1..2),
-            ["(4, 5, 6, 7)"]
-        );
+        assert_eq!(format_elements(b.buffer().unwrap(), 1..2), ["(4, 5, 6, 7)"]);
         assert!(parse(&u32x4, "[1, 2, 3]")
             .unwrap_err()
             .contains("not a whole number"));

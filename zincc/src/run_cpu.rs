@@ -14,12 +14,14 @@ use crate::{front_end, parse_define, Failed, EXIT_INTERNAL, EXIT_PROGRAM_ERROR, 
 const DEFAULT_PRINT: usize = 16;
 
 #[derive(Args)]
-#[command(after_help = "Buffer parameters take rand:LEN (random non-zero values; rand:LEN:LO..HI \
+#[command(
+    after_help = "Buffer parameters take rand:LEN (random non-zero values; rand:LEN:LO..HI \
     for values in a range), zeros:LEN, range:LEN (0, 1, 2, ...), file:PATH (raw little-endian \
     elements) or a list [1, 2, 3]; LEN counts the view's elements (vectors for a [u32x4] view). \
     Scalar parameters take a number, vector parameters a list.\n\n\
     Example:\n  zincc run-cpu examples/vector_add.tile -D BLOCK=128 \\\n    \
-    --arg a=rand:1000 --arg b=rand:1000 --arg c=zeros:1000 --arg n=1000 --print c:8")]
+    --arg a=rand:1000 --arg b=rand:1000 --arg c=zeros:1000 --arg n=1000 --print c:8"
+)]
 pub struct RunCpuArgs {
     /// Source file.
     file: PathBuf,
@@ -75,7 +77,9 @@ pub fn run_cpu(args: &RunCpuArgs) -> Result<(), Failed> {
         buffer_param(&params, name)?;
     }
 
-    let block = interp.block(&kernel.name).map_err(|e| report(e, &compilation))?;
+    let block = interp
+        .block(&kernel.name)
+        .map_err(|e| report(e, &compilation))?;
     let grid = match &args.grid {
         Some(dims) => grid_override(dims)?,
         None => interp
@@ -233,9 +237,10 @@ fn prints(
     asked: &[String],
 ) -> Result<Vec<(usize, PrintRange)>, Failed> {
     if asked.is_empty() {
-        let outputs = params.iter().enumerate().filter(|(_, (_, ty))| {
-            matches!(ty, zinc_dsl::ir::Type::View { mutable: true, .. })
-        });
+        let outputs = params
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, ty))| matches!(ty, zinc_dsl::ir::Type::View { mutable: true, .. }));
         return Ok(outputs
             .map(|(i, _)| {
                 let range = PrintRange {
@@ -251,8 +256,11 @@ fn prints(
         .map(|spec| {
             let (name, range) = spec.split_once(':').unwrap_or((spec, ""));
             let index = buffer_param(params, name)?;
-            let range = parse_print_range(range)
-                .ok_or_else(|| usage(format!("--print {spec}: expected NAME, NAME:COUNT or NAME:START..END")))?;
+            let range = parse_print_range(range).ok_or_else(|| {
+                usage(format!(
+                    "--print {spec}: expected NAME, NAME:COUNT or NAME:START..END"
+                ))
+            })?;
             Ok((index, range))
         })
         .collect()
