@@ -276,6 +276,11 @@ impl<'m, 'a> Machine<'m, 'a> {
         self.error_at(span, ErrorKind::Malformed { what: what.into() })
     }
 
+    /// Thread-steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
     /// Charge `count` thread-steps against the budget.
     fn step(&mut self, count: usize, span: Span) -> Result<()> {
         self.steps += count as u64;

@@ -159,6 +159,17 @@ impl<'m> Interpreter<'m> {
         block: [u32; 3],
         args: &mut [Arg],
     ) -> Result<(), InterpError> {
+        self.run_with_stats(kernel, grid, block, args).map(drop)
+    }
+
+    /// [`Interpreter::run`], also saying how much work the launch took.
+    pub fn run_with_stats(
+        &self,
+        kernel: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        args: &mut [Arg],
+    ) -> Result<LaunchStats, InterpError> {
         let f = self.kernel(kernel)?;
         args::check(f, args)?;
         check_launch(f, grid, block)?;
@@ -185,8 +196,18 @@ impl<'m> Interpreter<'m> {
                 }
             }
         }
-        Ok(())
+        Ok(LaunchStats {
+            thread_steps: machine.steps(),
+        })
     }
+}
+
+/// The work a launch took.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct LaunchStats {
+    /// Statements and loop tests executed, counted once per thread that ran them (what
+    /// [`Interpreter::step_limit`] limits).
+    pub thread_steps: u64,
 }
 
 /// Run `kernel` over `grid` blocks of `block` threads with default settings; see

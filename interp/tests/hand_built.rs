@@ -63,6 +63,22 @@ fn vector_add_ragged() {
 }
 
 #[test]
+fn stats_count_statements_per_thread_that_runs_them() {
+    let m = vector_add(true);
+    let mut args = vec![
+        Arg::ReadOnly(Buffer::from_f32(&[1.0; 1000])),
+        Arg::ReadOnly(Buffer::from_f32(&[2.0; 1000])),
+        Arg::Buffer(Buffer::from_f32(&[0.0; 1000])),
+        Arg::Scalar(Value::U32(1000)),
+    ];
+    let stats = Interpreter::new(&m)
+        .run_with_stats("vector_add", [4, 1, 1], [256, 1, 1], &mut args)
+        .unwrap();
+    // Every one of the 1024 threads runs the `let` and the `if`; the 1000 below n store.
+    assert_eq!(stats.thread_steps, 1024 + 1024 + 1000);
+}
+
+#[test]
 fn out_of_bounds_names_buffer_index_and_line() {
     let m = vector_add(false);
     let mut args = vec![

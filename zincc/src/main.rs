@@ -1,6 +1,8 @@
 //! `zincc`: the zinc tile-language compiler.
 
 mod isolate;
+mod launch_args;
+mod run_cpu;
 mod split;
 
 use anyhow::{bail, Context, Result};
@@ -19,7 +21,7 @@ const EXIT_INTERNAL: u8 = 3;
 #[command(
     name = "zincc",
     version,
-    about = "Compile zinc .tile kernels to PTX through LLVM's NVPTX backend",
+    about = "Compile zinc .tile kernels to PTX through LLVM's NVPTX backend, or run them on the CPU",
     after_help = "Exit codes: 0 success, 1 errors in the program (diagnostics printed), \
                   2 bad usage (unknown arch, bad option), 3 I/O or internal compiler error."
 )]
@@ -36,6 +38,9 @@ enum Command {
     Check(CheckArgs),
     /// List the architectures zinc can compile for.
     Targets,
+    /// Run a kernel on the CPU interpreter, reporting out-of-bounds accesses, shared-memory
+    /// races and divergent barriers at their source line.
+    RunCpu(run_cpu::RunCpuArgs),
 }
 
 #[derive(Args)]
@@ -103,6 +108,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => check(&args),
         Command::Build(args) => build(&args),
+        Command::RunCpu(args) => run_cpu::run_cpu(&args),
         Command::Targets => {
             targets();
             Ok(())
