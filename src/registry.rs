@@ -140,6 +140,9 @@ impl Registry {
     /// The kernel `name`, loading its module on first use.
     pub fn kernel(&self, name: &str) -> Result<Arc<Kernel>, RegistryError> {
         let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(kernel) = loaded.get(name) {
+            return Ok(kernel.clone());
+        }
         let (module, entry) = self
             .arch
             .modules

@@ -184,11 +184,21 @@ pub struct Gpu {
     capacity: usize,
     /// The dispatch table of `bench-kernels --tune --table`, from the file named by `ZINC_TUNE`.
     tune: Option<dispatch::TuneTable>,
+    /// The product kernels chosen so far, per kind and shape.
+    products: RefCell<HashMap<(Product, usize, usize, usize), Option<Arc<Kernel>>>>,
     /// Rope sin and cos for every cache position, per rope configuration (style and inverse
     /// frequencies, as bits), uploaded at first use.
     rope_tables: RefCell<HashMap<Vec<u64>, Rc<RopeRows>>>,
     /// A row of ones for weightless norms, grown as needed.
     ones: RefCell<Option<Rc<DeviceBuffer<f32>>>>,
+}
+
+/// The kinds of matrix product the dispatch chooses a kernel for.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Product {
+    Matvec(GgmlType),
+    QuantGemm(GgmlType),
+    GemmF16,
 }
 
 /// An activation tensor: f32 on the device, and its f16 copy once a tensor-core kernel has asked
@@ -360,6 +370,7 @@ impl Gpu {
             cache,
             capacity,
             tune,
+            products: RefCell::default(),
             rope_tables: RefCell::default(),
             ones: RefCell::default(),
         })
@@ -394,8 +405,8 @@ impl Gpu {
     /// The variant of `default`'s kernel that the tune table picks for a `t` x `n` x `k`
     /// product, if there is a table with such an entry naming a registered kernel; else
     /// `default`.
-    fn tuned(&self, default: String, t: usize, n: usize, k: usize) -> Result<Arc<Kernel>> {
-        let base = default.split('@').next().unwrap_or(&default);
+    fn tuned(&self, default: &str, t: usize, n: usize, k: usize) -> Result<Arc<Kernel>> {
+        let base = default.split('@').next().unwrap_or(default);
         let picked = self
             .tune
             .as_ref()
@@ -403,7 +414,31 @@ impl Gpu {
         if let Some(kernel) = picked.and_then(|name| self.registry.kernel(name).ok()) {
             return Ok(kernel);
         }
-        self.kernel(&default)
+        self.kernel(default)
+    }
+
+    /// The kernel for a `t` x `n` x `k` product of `kind` ([`Gpu::tuned`] over the dispatch's
+    /// default), or None for a quantized type without a fused GEMM; remembered per shape, as
+    /// decoding asks for the same few shapes every token.
+    fn product_kernel(
+        &self,
+        kind: Product,
+        t: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<Option<Arc<Kernel>>> {
+        let key = (kind, t, n, k);
+        if let Some(kernel) = self.products.borrow().get(&key) {
+            return Ok(kernel.clone());
+        }
+        let default = match kind {
+            Product::Matvec(ty) => Some(dispatch::matvec(ty, t, n, k)),
+            Product::QuantGemm(ty) => dispatch::quant_gemm(ty, t, n, k),
+            Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
+        };
+        let kernel = default.map(|name| self.tuned(&name, t, n, k)).transpose()?;
+        self.products.borrow_mut().insert(key, kernel.clone());
+        Ok(kernel)
     }
 
     /// `y` plus `w`'s bias, if it has one.
@@ -589,7 +624,8 @@ impl Backend for Gpu {
         let dims = |t| -> Result<[Arg<'static>; 3]> { Ok([u32_arg(t)?, u32_arg(n)?, u32_arg(k)?]) };
         match &w.w {
             Weights::Quant { ty, blocks } if t <= dispatch::MATVEC_MAX_T => {
-                let kernel = self.tuned(dispatch::matvec(*ty, t, n, k), t, n, k)?;
+                let kernel = self.product_kernel(Product::Matvec(*ty), t, n, k)?;
+                let kernel = kernel.expect("every quantized type with kernels has matvecs");
                 let [t, n, k] = dims(t)?;
                 self.launch(
                     &kernel,
@@ -599,8 +635,7 @@ impl Backend for Gpu {
             weights => {
                 let xh = x.half(&self.queue, &self.kernels.to_f16)?;
                 if let Weights::Quant { ty, blocks } = weights {
-                    if let Some(name) = dispatch::quant_gemm(*ty, t, n, k) {
-                        let kernel = self.tuned(name, t, n, k)?;
+                    if let Some(kernel) = self.product_kernel(Product::QuantGemm(*ty), t, n, k)? {
                         let [t, n, k] = dims(t)?;
                         self.launch(
                             &kernel,
@@ -624,7 +659,8 @@ impl Backend for Gpu {
                         &scratch
                     }
                 };
-                let kernel = self.tuned(dispatch::gemm_f16(t).to_string(), t, n, k)?;
+                let kernel = self.product_kernel(Product::GemmF16, t, n, k)?;
+                let kernel = kernel.expect("gemm_f16 takes every shape");
                 let [t, n, k] = dims(t)?;
                 self.launch(
                     &kernel,
