@@ -185,7 +185,7 @@ pub struct Gpu {
     /// The dispatch table of `bench-kernels --tune --table`, from the file named by `ZINC_TUNE`.
     tune: Option<dispatch::TuneTable>,
     /// The product kernels chosen so far, per kind and shape.
-    products: RefCell<HashMap<(Product, usize, usize, usize), Option<Arc<Kernel>>>>,
+    products: RefCell<HashMap<ProductKey, Option<Arc<Kernel>>>>,
     /// Rope sin and cos for every cache position, per rope configuration (style and inverse
     /// frequencies, as bits), uploaded at first use.
     rope_tables: RefCell<HashMap<Vec<u64>, Rc<RopeRows>>>,
@@ -200,6 +200,9 @@ enum Product {
     QuantGemm(GgmlType),
     GemmF16,
 }
+
+/// A product's kind and its T, N and K.
+type ProductKey = (Product, usize, usize, usize);
 
 /// An activation tensor: f32 on the device, and its f16 copy once a tensor-core kernel has asked
 /// for it, so that the products sharing an input (q, k and v of one normed row; gate and up)
