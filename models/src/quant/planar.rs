@@ -111,8 +111,14 @@ mod tests {
         assert_eq!(planes.len(), bytes.len());
         // Block 3's nibbles at 48, its fifth bits after all nibbles, its d after all fifth bits.
         assert_eq!(planes[48..64], bytes[3 * 22 + 6..4 * 22]);
-        assert_eq!(planes[16 * blocks + 12..16 * blocks + 16], bytes[3 * 22 + 2..3 * 22 + 6]);
-        assert_eq!(planes[20 * blocks + 6..20 * blocks + 8], bytes[3 * 22..3 * 22 + 2]);
+        assert_eq!(
+            planes[16 * blocks + 12..16 * blocks + 16],
+            bytes[3 * 22 + 2..3 * 22 + 6]
+        );
+        assert_eq!(
+            planes[20 * blocks + 6..20 * blocks + 8],
+            bytes[3 * 22..3 * 22 + 2]
+        );
         assert_eq!(from_planar(ty, &planes).unwrap(), bytes);
         assert!(to_planar(ty, &bytes[..blocks * 22 - 2]).is_err());
     }
