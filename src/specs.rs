@@ -124,6 +124,7 @@ pub const SPECS: &[Spec] = &[
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
     quant_gemm("gemm_q8_0", GgmlType::Q8_0),
+    quant_gemm("gemm_q5_0", GgmlType::Q5_0),
     spec("attention_f32", Op::Attention, Elem::F32, Elem::F32),
     // Tensor cores, f16 Q, K, V; heads of exactly its `D` (FLASH_HEAD_DIM by default).
     spec("flash_attn_f16", Op::Attention, Elem::F16, Elem::F32),

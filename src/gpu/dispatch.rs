@@ -102,7 +102,7 @@ pub fn quant_suffix(ty: GgmlType) -> Option<&'static str> {
 
 /// The bytes of a `ty` matrix as every kernel reads them, as little-endian u32 words (the last
 /// one zero-padded): GGUF blocks as they are, or, for types whose blocks are not 16-byte
-/// multiples (Q6_K), the same bytes grouped by field into aligned planes
+/// multiples (Q6_K, Q8_0, Q5_0), the same bytes grouped by field into aligned planes
 /// (models/src/quant/planar.rs).
 pub fn device_words(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u32>, QuantError> {
     let planar;
@@ -155,6 +155,7 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> 
         GgmlType::Q4_K => "gemm_q4k",
         GgmlType::Q6_K => "gemm_q6k",
         GgmlType::Q8_0 => "gemm_q8_0",
+        GgmlType::Q5_0 => "gemm_q5_0",
         _ => return None,
     };
     let variant = match ty {
@@ -277,6 +278,11 @@ mod tests {
         let planar = le(&device_words(GgmlType::Q8_0, &raw).unwrap());
         assert_eq!(planar[..32], raw[2..34]);
         assert_eq!(planar[64..66], raw[..2]);
+        let raw = bytes(GgmlType::Q5_0);
+        let planar = le(&device_words(GgmlType::Q5_0, &raw).unwrap());
+        assert_eq!(planar[..16], raw[6..22]);
+        assert_eq!(planar[32..36], raw[2..6]);
+        assert_eq!(planar[40..42], raw[..2]);
     }
 
     #[test]

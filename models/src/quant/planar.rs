@@ -7,7 +7,8 @@
 //!
 //! Q6_K's 210-byte block becomes four planes: 128 bytes of low nibbles, 64 of high bit pairs,
 //! 16 of scales, then the 2-byte d of every block; Q8_0's 34-byte block two: the 32 quants of
-//! every block (after its d in GGUF), then every d.
+//! every block (after its d in GGUF), then every d; Q5_0's 22-byte block three: the 16 bytes of
+//! nibbles of every block, then every block's 4 bytes of fifth bits, then every d.
 
 use super::{GgmlType, QuantError};
 
@@ -20,6 +21,7 @@ pub fn planar_fields(ty: GgmlType) -> Option<PlanarFields> {
     match ty {
         GgmlType::Q6_K => Some(&[(0, 128), (128, 64), (192, 16), (208, 2)]),
         GgmlType::Q8_0 => Some(&[(2, 32), (0, 2)]),
+        GgmlType::Q5_0 => Some(&[(6, 16), (2, 4), (0, 2)]),
         _ => None,
     }
 }
@@ -98,6 +100,27 @@ mod tests {
         assert_eq!(planes[32..64], bytes[34 + 2..2 * 34]);
         assert_eq!(planes[5 * 32..5 * 32 + 2], bytes[..2]);
         assert_eq!(from_planar(ty, &planes).unwrap(), bytes);
+    }
+
+    #[test]
+    fn planar_q5_0_puts_nibbles_then_fifth_bits_then_d() {
+        let ty = GgmlType::Q5_0;
+        let blocks = 5;
+        let bytes: Vec<u8> = (0..blocks * 22).map(|i| (i * 11 % 251) as u8).collect();
+        let planes = to_planar(ty, &bytes).unwrap();
+        assert_eq!(planes.len(), bytes.len());
+        // Block 3's nibbles at 48, its fifth bits after all nibbles, its d after all fifth bits.
+        assert_eq!(planes[48..64], bytes[3 * 22 + 6..4 * 22]);
+        assert_eq!(
+            planes[16 * blocks + 12..16 * blocks + 16],
+            bytes[3 * 22 + 2..3 * 22 + 6]
+        );
+        assert_eq!(
+            planes[20 * blocks + 6..20 * blocks + 8],
+            bytes[3 * 22..3 * 22 + 2]
+        );
+        assert_eq!(from_planar(ty, &planes).unwrap(), bytes);
+        assert!(to_planar(ty, &bytes[..blocks * 22 - 2]).is_err());
     }
 
     #[test]
