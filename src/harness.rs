@@ -269,7 +269,9 @@ mod tests {
     #[test]
     fn random_ints_are_nonzero_in_range_and_reach_both_ends() {
         let v = nonzero_ints(&mut SmallRng::seed_from_u64(7), 10_000, 127);
-        assert!(v.iter().all(|x| x.fract() == 0.0 && (1.0..=127.0).contains(&x.abs())));
+        assert!(v
+            .iter()
+            .all(|x| x.fract() == 0.0 && (1.0..=127.0).contains(&x.abs())));
         assert!(v.contains(&127.0) && v.contains(&-127.0));
         assert!(v.contains(&1.0) && v.contains(&-1.0));
     }
