@@ -17,7 +17,7 @@ use zinc_runtime::{time_median_ms, Blas, DeviceBuffer, RuntimeError, Stream};
 
 use crate::harness::{self, DeviceCase, ElemBuf};
 use crate::registry::Registry;
-use crate::specs::{spec_for, Baseline, Cost, Shape, Spec};
+use crate::specs::{spec_for, Baseline, Cost, Elem, Shape, Spec};
 
 /// Roughly how long each measurement runs; the iteration count follows from a probe.
 const TARGET_MS: f32 = 200.0;
@@ -193,6 +193,8 @@ impl Bench {
         let kernel = self.time_kernel(name, spec, shape, &inputs);
         let baseline = self.baseline(spec, shape, &inputs);
         let (unit, work) = match spec.cost(shape) {
+            // Integer GEMMs: tera-operations (the same 2 T N K count as the f16 baseline's).
+            Cost::Flops(f) if spec.input == Elem::I8 => ("TOPS", f / 1e12),
             Cost::Flops(f) => ("TFLOP/s", f / 1e12),
             Cost::Bytes(b) => ("GB/s", b / 1e9),
         };
@@ -268,8 +270,8 @@ impl Bench {
     }
 
     /// cuBLAS fp16 `Y[T][N] = X[T][K] · W[N][K]^T` with f16 output, on the kernel's inputs.
-    /// It writes half the output bytes of gemm_simt and gemm_f16 (f32 Y), negligible next to
-    /// the flops at the anchor shapes.
+    /// It writes half the output bytes of gemm_simt, gemm_f16 (f32 Y) and gemm_s8 (i32 Y), and
+    /// reads twice gemm_s8's input bytes: negligible next to the work at the anchor shapes.
     fn time_cublas(&mut self, dims: &[usize], inputs: &[Vec<f32>]) -> Result<Timed> {
         let [t, n, k] = dims.try_into().context("a GEMM shape is T x N x K")?;
         let blas = match self.blas.take() {

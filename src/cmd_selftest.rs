@@ -402,13 +402,22 @@ mod tests {
                             (_, Elem::U32) => {
                                 Buffer::from_u32(&v.iter().map(|&x| x as u32).collect::<Vec<_>>())
                             }
+                            (_, Elem::I8) => {
+                                Buffer::from_slice(&v.iter().map(|&x| x as i8).collect::<Vec<_>>())
+                            }
+                            (_, Elem::I32) => {
+                                Buffer::from_i32(&v.iter().map(|&x| x as i32).collect::<Vec<_>>())
+                            }
                         })
                     })
                     .collect();
                 args.push(Arg::Buffer(match spec.out {
                     Elem::F32 => Buffer::from_f32(&vec![f32::NAN; len + GUARD]),
                     Elem::F16 => Buffer::from_f16(&vec![f16::NAN; len + GUARD]),
-                    Elem::U32 => unreachable!("outputs are floats"),
+                    // Integer poison, read back as NaN (harness::widen_i32).
+                    Elem::I8 => Buffer::from_slice(&vec![i8::MIN; len + GUARD]),
+                    Elem::I32 => Buffer::from_i32(&vec![i32::MIN; len + GUARD]),
+                    Elem::U32 => unreachable!("no kernel writes u32 outputs"),
                 }));
                 args.extend(
                     spec.scalars(&shape)
@@ -423,7 +432,9 @@ mod tests {
                 let got: Vec<f64> = match spec.out {
                     Elem::F32 => out.to_f32().into_iter().map(f64::from).collect(),
                     Elem::F16 => out.to_f16().into_iter().map(f64::from).collect(),
-                    Elem::U32 => unreachable!("outputs are floats"),
+                    Elem::I8 => out.to_vec().into_iter().map(harness::widen_i8).collect(),
+                    Elem::I32 => out.to_i32().into_iter().map(harness::widen_i32).collect(),
+                    Elem::U32 => unreachable!("no kernel writes u32 outputs"),
                 };
                 let errors =
                     Errors::new(&got[..len], &spec.reference(&shape, &inputs), &got[len..]);

@@ -60,6 +60,7 @@ pub fn random_inputs(spec: &Spec, shape: &Shape) -> Vec<Vec<f32>> {
                 .map(|v| f16::from_f32(v).to_f32())
                 .collect(),
             Elem::F32 => nonzero(&mut rng, len, scale),
+            Elem::I8 | Elem::I32 => nonzero_ints(&mut rng, len, scale as i32),
         })
         .collect();
     spec.fill_tables(shape, &mut inputs);
@@ -81,6 +82,40 @@ fn nonzero(rng: &mut impl Rng, len: usize, scale: f32) -> Vec<f32> {
         .collect()
 }
 
+/// `len` integers in `-bound..=bound` but 0, as f32 (exact below 2^24).
+fn nonzero_ints(rng: &mut impl Rng, len: usize, bound: i32) -> Vec<f32> {
+    (0..len)
+        .map(|_| {
+            let magnitude = rng.random_range(1..=bound) as f32;
+            if rng.random() {
+                magnitude
+            } else {
+                -magnitude
+            }
+        })
+        .collect()
+}
+
+/// Integer outputs have no NaN: they are poisoned with their type's minimum, which no kernel
+/// writes (i8 results use the symmetric range -127..=127; i32 sums of i8 products stay far from
+/// -2^31, see kernels/gemm_s8.tile), and that value reads back as NaN.
+pub fn widen_i32(v: i32) -> f64 {
+    if v == i32::MIN {
+        f64::NAN
+    } else {
+        f64::from(v)
+    }
+}
+
+/// [`widen_i32`] for i8 outputs.
+pub fn widen_i8(v: i8) -> f64 {
+    if v == i8::MIN {
+        f64::NAN
+    } else {
+        f64::from(v)
+    }
+}
+
 /// `len` token ids below `vocab`, as f32 (exact below 2^24).
 fn ids(rng: &mut impl Rng, len: usize, vocab: u32) -> Vec<f32> {
     (0..len)
@@ -94,6 +129,8 @@ pub enum ElemBuf {
     F16(DeviceBuffer<f16>),
     /// Raw GGUF blocks as little-endian u32 words, or token ids.
     Words(DeviceBuffer<u32>),
+    I8(DeviceBuffer<i8>),
+    I32(DeviceBuffer<i32>),
 }
 
 /// Weights `w` quantized as `spec`'s weight type (models/src/quant), as the u32 words its
@@ -110,6 +147,8 @@ impl ElemBuf {
             Elem::F32 => ElemBuf::F32(stream.alloc(len)?),
             Elem::F16 => ElemBuf::F16(stream.alloc(len)?),
             Elem::U32 => ElemBuf::Words(stream.alloc(len)?),
+            Elem::I8 => ElemBuf::I8(stream.alloc(len)?),
+            Elem::I32 => ElemBuf::I32(stream.alloc(len)?),
         })
     }
 
@@ -125,24 +164,37 @@ impl ElemBuf {
                 let ids: Vec<u32> = host.iter().map(|&v| v as u32).collect();
                 ElemBuf::Words(stream.upload(&ids)?)
             }
+            Elem::I8 => {
+                let v: Vec<i8> = host.iter().map(|&v| v as i8).collect();
+                ElemBuf::I8(stream.upload(&v)?)
+            }
+            Elem::I32 => {
+                let v: Vec<i32> = host.iter().map(|&v| v as i32).collect();
+                ElemBuf::I32(stream.upload(&v)?)
+            }
         })
     }
 
-    /// `len` NaNs, so that elements a kernel never writes stand out (outputs are floats).
+    /// `len` NaNs, so that elements a kernel never writes stand out (integer outputs: the
+    /// type's minimum, read back as NaN by [`ElemBuf::download_f64`]; see [`widen_i32`]).
     pub fn poisoned(stream: &Stream, elem: Elem, len: usize) -> Result<ElemBuf> {
         Ok(match elem {
             Elem::F32 => ElemBuf::F32(stream.upload(&vec![f32::NAN; len])?),
             Elem::F16 => ElemBuf::F16(stream.upload(&vec![f16::NAN; len])?),
+            Elem::I8 => ElemBuf::I8(stream.upload(&vec![i8::MIN; len])?),
+            Elem::I32 => ElemBuf::I32(stream.upload(&vec![i32::MIN; len])?),
             Elem::U32 => anyhow::bail!("no NaN to poison a u32 output with"),
         })
     }
 
-    /// The contents, widened (waits for the stream).
+    /// The contents, widened (waits for the stream); integer poison reads as NaN.
     pub fn download_f64(&self, stream: &Stream) -> Result<Vec<f64>> {
         Ok(match self {
             ElemBuf::F32(b) => stream.download(b)?.into_iter().map(f64::from).collect(),
             ElemBuf::F16(b) => stream.download(b)?.into_iter().map(f64::from).collect(),
             ElemBuf::Words(b) => stream.download(b)?.into_iter().map(f64::from).collect(),
+            ElemBuf::I8(b) => stream.download(b)?.into_iter().map(widen_i8).collect(),
+            ElemBuf::I32(b) => stream.download(b)?.into_iter().map(widen_i32).collect(),
         })
     }
 
@@ -151,6 +203,8 @@ impl ElemBuf {
             ElemBuf::F32(b) => Arg::from(b),
             ElemBuf::F16(b) => Arg::from(b),
             ElemBuf::Words(b) => Arg::from(b),
+            ElemBuf::I8(b) => Arg::from(b),
+            ElemBuf::I32(b) => Arg::from(b),
         }
     }
 }
@@ -210,6 +264,23 @@ mod tests {
         assert!(v.iter().all(|x| (0.2..=2.0).contains(&x.abs())));
         assert!(v.iter().any(|&x| x < 0.0) && v.iter().any(|&x| x > 0.0));
         assert_eq!(v, draw());
+    }
+
+    #[test]
+    fn random_ints_are_nonzero_in_range_and_reach_both_ends() {
+        let v = nonzero_ints(&mut SmallRng::seed_from_u64(7), 10_000, 127);
+        assert!(v
+            .iter()
+            .all(|x| x.fract() == 0.0 && (1.0..=127.0).contains(&x.abs())));
+        assert!(v.contains(&127.0) && v.contains(&-127.0));
+        assert!(v.contains(&1.0) && v.contains(&-1.0));
+    }
+
+    #[test]
+    fn integer_poison_reads_back_as_nan() {
+        assert!(widen_i32(i32::MIN).is_nan() && widen_i8(i8::MIN).is_nan());
+        assert_eq!(widen_i32(-(1 << 30)), -f64::from(1 << 30));
+        assert_eq!(widen_i8(-127), -127.0);
     }
 
     #[test]

@@ -59,13 +59,19 @@ pub enum Elem {
     /// Token ids (inputs only): drawn as integers below the input's bound, held exactly as f32
     /// on the host.
     U32,
+    /// Signed bytes: drawn as non-zero integers of magnitude at most the input's bound (127 for
+    /// the symmetric range of quantized activations), held exactly as f32 on the host.
+    I8,
+    /// Exact integer results (i32 sums of i8 products): compared with tolerance 0.
+    I32,
 }
 
 impl Elem {
     pub fn size(self) -> usize {
         match self {
-            Elem::F32 | Elem::U32 => 4,
+            Elem::F32 | Elem::U32 | Elem::I32 => 4,
             Elem::F16 => 2,
+            Elem::I8 => 1,
         }
     }
 }
@@ -92,8 +98,8 @@ pub struct Spec {
     /// The kernel's name; its variants (`name@...`) share the spec.
     pub kernel: &'static str,
     pub op: Op,
-    /// The element type of the input views (inputs are drawn as f32 and rounded to it), but for
-    /// token ids ([`Spec::input_elem`]).
+    /// The element type of the input views (inputs are drawn as f32 and rounded to it, or as
+    /// integers for integer types), but for token ids ([`Spec::input_elem`]).
     pub input: Elem,
     pub out: Elem,
     /// The last input is a weight matrix stored as raw GGUF blocks of this type (u32 words);
@@ -112,6 +118,11 @@ pub const SPECS: &[Spec] = &[
     spec("gemm_simt", Op::Gemm, Elem::F32, Elem::F32),
     // f16 x f16 -> f32 on the tensor cores; its 16-byte copies need K % 8 == 0.
     spec("gemm_f16", Op::Gemm, Elem::F16, Elem::F32),
+    // i8 x i8 -> exact i32 on the tensor cores (mma m16n8k32); its 16-byte copies need
+    // K % 16 == 0. Its baseline is cuBLAS f16 at the same shape, and its rate counts 2 T N K
+    // integer operations (TOPS): int8 mma peaks at twice the f16 rate, so parity with cuBLAS f16
+    // is half of what the tensor cores allow.
+    spec("gemm_s8", Op::Gemm, Elem::I8, Elem::I32),
     quant("dequant_q4k", Op::Dequant, GgmlType::Q4_K, Elem::F16),
     quant("dequant_q6k", Op::Dequant, GgmlType::Q6_K, Elem::F16),
     quant("dequant_q8_0", Op::Dequant, GgmlType::Q8_0, Elem::F16),
@@ -196,6 +207,9 @@ pub fn spec_for(name: &str) -> Option<&'static Spec> {
 
 pub const RMS_EPS: f32 = 1e-5;
 
+/// The largest magnitude of random i8 inputs: the symmetric range of quantized activations.
+pub const I8_MAX: f32 = 127.0;
+
 /// `scale_f32`'s factor: not a power of two, so the product rounds.
 pub const SCALE: f32 = 0.3;
 
@@ -268,6 +282,19 @@ impl Spec {
                 &[513, 257, 304],
                 &[128, 4096, 4096],
                 &[64, 1024, 14336],
+            ],
+            // K a multiple of 16, ragged in every dimension otherwise, then the anchor GEMMs.
+            Op::Gemm if self.input == Elem::I8 => &[
+                &[1, 1, 16],
+                &[17, 33, 48],
+                &[67, 131, 1008],
+                &[513, 257, 304],
+                &[512, 4096, 14336],
+                &[512, 14336, 4096],
+                &[512, 4096, 4096],
+                &[2048, 4096, 14336],
+                &[2048, 14336, 4096],
+                &[2048, 4096, 4096],
             ],
             Op::Gemm => &[
                 &[1, 1, 1],
@@ -391,6 +418,10 @@ impl Spec {
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => {
                 &[&[1], &[1000]]
             }
+            // A slice shorter than BK, a ragged last slice, two block rows and columns.
+            Op::Gemm if self.input == Elem::I8 => {
+                &[&[1, 1, 16], &[17, 33, 80], &[67, 40, 128], &[130, 136, 64]]
+            }
             Op::Gemm => &[&[1, 1, 1], &[17, 33, 5], &[17, 33, 8], &[67, 131, 40]],
             // K = 96 only for the 32-weight blocks.
             Op::Dequant => &[&[37, 512], &[3, 96]],
@@ -483,8 +514,8 @@ impl Spec {
         }
     }
 
-    /// Whether the kernel handles a shape: f16 GEMMs copy K in 16-byte chunks, so they need K
-    /// to be a multiple of 8.
+    /// Whether the kernel handles a shape: f16 and i8 GEMMs copy K in 16-byte chunks, so they
+    /// need K to be a multiple of 8 (f16) or 16 (i8).
     /// Quantized weights need K to be a whole number of blocks (and of 64-weight slices for the
     /// quantized GEMMs).
     pub fn accepts(&self, s: &Shape) -> bool {
@@ -496,6 +527,7 @@ impl Spec {
         let d = &s.0;
         match (self.op, self.input) {
             (Op::Gemm, Elem::F16) => d[2].is_multiple_of(8),
+            (Op::Gemm, Elem::I8) => d[2].is_multiple_of(16),
             (Op::Attention, _) => {
                 d[0].is_multiple_of(d[1])
                     && d[2].max(d[3]) <= ATTENTION_MAX_HEAD_DIM
@@ -526,6 +558,10 @@ impl Spec {
             Op::SiluMul | Op::GeluMul => vec![(d[0], 4.0), (d[0], 1.0)],
             // Values across many f16 exponents.
             Op::ToF16 => vec![(d[0], 100.0)],
+            // The whole symmetric i8 range (as quantized activations use it).
+            Op::Gemm if self.input == Elem::I8 => {
+                vec![(d[0] * d[2], I8_MAX), (d[1] * d[2], I8_MAX)]
+            }
             Op::Gemm | Op::Matvec | Op::QuantGemm => {
                 vec![(d[0] * d[2], 1.0), (d[1] * d[2], 1.0)]
             }
@@ -764,7 +800,9 @@ impl Spec {
             (Elem::F32, Op::QuantGemm) => 2e-3,
             // f32 reductions, fast exp, and K-long f32 sums.
             (Elem::F32, _) => 1e-5,
-            (Elem::U32, _) => unreachable!("no kernel writes u32 outputs"),
+            // Integer sums, exact in the f64 reference too (|Y| < 2^31 < 2^53).
+            (Elem::I32, _) => 0.0,
+            (Elem::U32 | Elem::I8, _) => unreachable!("no kernel writes {:?} outputs", self.out),
         }
     }
 
@@ -957,6 +995,8 @@ mod tests {
             Elem::F32 => DType::F32,
             Elem::F16 => DType::F16,
             Elem::U32 => DType::U32,
+            Elem::I8 => DType::I8,
+            Elem::I32 => DType::I32,
         }
     }
 
@@ -1111,6 +1151,27 @@ mod tests {
         let ragged: Shape = "7x9x12".parse().unwrap();
         assert_eq!(gemm.shapes("gemm_f16", &[ragged], &[]), vec![]);
         assert!(gemm.selftest_shapes().iter().all(|d| d[2] % 8 == 0));
+    }
+
+    #[test]
+    fn s8_gemm_takes_k_in_whole_chunks_and_is_checked_exactly() {
+        let gemm = spec_for("gemm_s8").unwrap();
+        assert_eq!((gemm.input, gemm.out), (Elem::I8, Elem::I32));
+        assert!(gemm.accepts(&Shape(vec![7, 9, 32])));
+        assert!(!gemm.accepts(&Shape(vec![7, 9, 24])));
+        for dims in gemm.selftest_shapes().iter().chain(gemm.interp_shapes()) {
+            assert!(dims[2] % 16 == 0, "{dims:?}");
+        }
+        let shape = Shape(vec![2, 3, 16]);
+        assert_eq!(gemm.tolerance(&shape), 0.0);
+        assert_eq!(gemm.inputs(&shape), vec![(32, I8_MAX), (48, I8_MAX)]);
+        // i8 inputs, i32 output.
+        assert_eq!(gemm.traffic(&shape), (32 + 48 + 4 * 6) as f64);
+        assert_eq!(gemm.cost(&shape), Cost::Flops(2.0 * 96.0));
+        assert_eq!(gemm.baseline(), Baseline::CublasF16);
+        // The largest sum stays exact in i32 at the widest anchor K.
+        let k = ANCHOR_GEMMS.iter().map(|d| d[2]).max().unwrap();
+        assert!((k as f64) * f64::from(I8_MAX).powi(2) < f64::from(i32::MAX));
     }
 
     #[test]
