@@ -8,6 +8,7 @@
 #    /tmp/zinc-models, reused while the machine stays up), then `zinc bench` (pp512, tg128, with
 #    the per-kernel profile of one prefill). BENCH_ARGS overrides the bench arguments.
 # Logs go to $OUT/models-*.log; a summary comes last. Exit status 0 when every step passed.
+# With ZINC_TUNE set (e.g. to gpu-run.sh's $OUT/tune.json) the engine dispatches by that table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
