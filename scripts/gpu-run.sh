@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine, from the repository root, after scripts/gpu-pack.sh built .carry/
 # here and .carry was carried there. Every step logs to $OUT/STEP.log (and the terminal); bench
-# results go to $OUT/bench.json, the fastest variants to $OUT/tune.json (for ZINC_TUNE). A summary table comes last. Exit status: 0 when every step passed.
+# results go to $OUT/bench.json, the fastest variants to $OUT/tune.json (for ZINC_TUNE). A
+# summary table comes last. Exit status: 0 when every step passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
