@@ -1007,10 +1007,13 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, &(len, _))| match spec.weight {
-                // Quantized weights travel as u32 words.
+                // Quantized weights travel as u32 words, padded to whole 16-byte units
+                // (dispatch::device_words).
                 Some(ty) if i == last => ArgDesc::Buffer {
                     elem: DType::U32,
-                    len: (len / ty.block_size() * ty.type_size()).div_ceil(4),
+                    len: (len / ty.block_size() * ty.type_size())
+                        .div_ceil(4)
+                        .next_multiple_of(4),
                     mutable: false,
                 },
                 _ => ArgDesc::Buffer {

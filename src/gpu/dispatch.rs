@@ -100,10 +100,10 @@ pub fn quant_suffix(ty: GgmlType) -> Option<&'static str> {
     }
 }
 
-/// The bytes of a `ty` matrix as every kernel reads them, as little-endian u32 words (the last
-/// one zero-padded): GGUF blocks as they are, or, for types whose blocks are not 16-byte
-/// multiples (Q6_K, Q8_0, Q5_0), the same bytes grouped by field into aligned planes
-/// (models/src/quant/planar.rs).
+/// The bytes of a `ty` matrix as every kernel reads them, as little-endian u32 words
+/// zero-padded to whole 16-byte units (kernels view them as `u32x4`): GGUF blocks as they are,
+/// or, for types whose blocks are not 16-byte multiples (Q6_K, Q8_0, Q5_0), the same bytes
+/// grouped by field into aligned planes (models/src/quant/planar.rs).
 pub fn device_words(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u32>, QuantError> {
     let planar;
     let bytes = match planar_fields(ty) {
@@ -113,27 +113,30 @@ pub fn device_words(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u32>, QuantError> 
         }
         None => bytes,
     };
-    Ok(bytes
+    let mut words: Vec<u32> = bytes
         .chunks(4)
         .map(|c| {
             let mut word = [0u8; 4];
             word[..c.len()].copy_from_slice(c);
             u32::from_le_bytes(word)
         })
-        .collect())
+        .collect();
+    words.resize(words.len().next_multiple_of(4), 0);
+    Ok(words)
 }
 
 /// The matvec for `t` tokens (1..=MATVEC_MAX_T) of a `ty` matrix with `n` rows and `k` columns.
 pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
     let suffix = quant_suffix(ty).expect("matvec of a type without kernels");
     // Q4_K: round 3's fastest (docs/PERF.md): 32 rows per block with 8 warps on long rows, 4 on
-    // short ones, at one token; two row groups of 8 warps for batches. The other types have the
-    // batch-sized builds only: accumulators that fit the batch.
+    // short ones, at one token; two row groups of 8 warps for batches. Q6_K and Q8_0 share that
+    // structure (round 4) and take the same builds until a tune run says otherwise. Q5_0 has
+    // the batch-sized builds only: accumulators that fit the batch.
     let variant = match (ty, t) {
-        (GgmlType::Q4_K, 1) if k >= n => "TMAX=1,RG=4,KW=8",
-        (GgmlType::Q4_K, 1) => "TMAX=1,RG=4,KW=4",
-        (GgmlType::Q4_K, 2) => "TMAX=2,RG=2,KW=8",
-        (GgmlType::Q4_K, _) => "TMAX=4,RG=2,KW=8",
+        (GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0, 1) if k >= n => "TMAX=1,RG=4,KW=8",
+        (GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0, 1) => "TMAX=1,RG=4,KW=4",
+        (GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0, 2) => "TMAX=2,RG=2,KW=8",
+        (GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0, _) => "TMAX=4,RG=2,KW=8",
         (_, 1) => "TMAX=1",
         (_, 2) => "TMAX=2",
         (_, 3 | 4) => "TMAX=4",
@@ -266,7 +269,8 @@ mod tests {
         assert_eq!(le(&device_words(GgmlType::Q4_K, &q4k).unwrap()), q4k);
         let raw = bytes(GgmlType::Q6_K);
         let planar = le(&device_words(GgmlType::Q6_K, &raw).unwrap());
-        assert_eq!(planar.len(), 420);
+        assert_eq!(planar.len(), 432);
+        assert_eq!(planar[420..], [0; 12]);
         assert_eq!(planar[..128], raw[..128]);
         assert_eq!(planar[128..256], raw[210..338]);
         assert_eq!(

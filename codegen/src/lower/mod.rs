@@ -149,6 +149,11 @@ fn declare<'ctx>(
             // to it must not move across divergent control flow. LLVM drops this where it can
             // prove it unneeded.
             llfn.add_attribute(AttributeLoc::Function, convergent(ctx));
+            // Always inlined, as CUDA device functions usually are: a function may take its
+            // shape as arguments that are constants at every call (kernels/matvec.tile's shared
+            // body), which only fold into registers and straight code once inlined, whatever
+            // the size or the number of callers.
+            llfn.add_attribute(AttributeLoc::Function, enum_attribute(ctx, "alwaysinline"));
             llfn
         }
     };
@@ -160,8 +165,12 @@ fn declare<'ctx>(
 
 /// The `convergent` attribute: the operation needs the same set of threads as in the source.
 fn convergent(ctx: &Context) -> inkwell::attributes::Attribute {
+    enum_attribute(ctx, "convergent")
+}
+
+fn enum_attribute(ctx: &Context, name: &str) -> inkwell::attributes::Attribute {
     ctx.create_enum_attribute(
-        inkwell::attributes::Attribute::get_named_enum_kind_id("convergent"),
+        inkwell::attributes::Attribute::get_named_enum_kind_id(name),
         0,
     )
 }
