@@ -5,10 +5,13 @@
 //! experts and the gated delta net are refused at load with [`GpuError::Unsupported`].
 //!
 //! Weights stay in their GGUF blocks on the device for the types with kernels (Q4_K, Q6_K, Q8_0,
-//! Q5_0; see [`dispatch`]); other types are dequantized to f16 on the host at load. Products of
-//! up to [`dispatch::MATVEC_MAX_T`] tokens run the quantized matvecs; longer ones dequantize the
-//! matrix into a scratch f16 buffer and run zinc's f16 tensor-core GEMM, until the fused
-//! quantized GEMMs (issue 5) replace that step.
+//! Q5_0; see [`dispatch`], which also lays out Q6_K, Q8_0 and Q5_0 in aligned planes); other
+//! types are dequantized to f16 on the host at load. Products of up to
+//! [`dispatch::MATVEC_MAX_T`] tokens run the quantized matvecs; longer ones the fused quantized
+//! GEMMs on f16 activations, or, where none fits (K not a multiple of 64), zinc's f16 tensor-core
+//! GEMM on the matrix dequantized into a scratch buffer. Attention keeps an f16 KV cache: flash
+//! attention on the tensor cores for prefill chunks, split-K attention for decode and for head
+//! widths without a flash build.
 
 pub mod dispatch;
 #[cfg(test)]
