@@ -198,8 +198,8 @@ pub fn combine_partials(parts: &[f32], dv: usize, splits: usize) -> Vec<f64> {
         .collect()
 }
 
-/// Rotary embedding of x [T][n_heads * head_dim] by each token's angles (sin and cos
-/// [T][half]): neox pairs dimensions (i, i + half), otherwise (2i, 2i + 1); dimensions past
+/// Rotary embedding of x `[T][n_heads * head_dim]` by each token's angles (sin and cos
+/// `[T][half]`): neox pairs dimensions (i, i + half), otherwise (2i, 2i + 1); dimensions past
 /// 2 * half are kept.
 pub fn rope(
     x: &[f32],
@@ -229,7 +229,7 @@ pub fn rope(
     y
 }
 
-/// Rows `ids` (token ids held as f32) of `table` [vocab][cols], times `scale`.
+/// Rows `ids` (token ids held as f32) of `table` `[vocab][cols]`, times `scale`.
 pub fn embed(table: &[f32], ids: &[f32], cols: usize, scale: f64) -> Vec<f64> {
     ids.iter()
         .flat_map(|&id| &table[id as usize * cols..][..cols])

@@ -23,7 +23,7 @@ pub enum Op {
     GeluMul,
     ToF16,
     Gemm,
-    /// A GGUF weight matrix W [N][K] to f16.
+    /// A GGUF weight matrix `W[N][K]` to f16.
     Dequant,
     /// `Y[T][N] = X[T][K] · W[N][K]^T` for a few tokens, W quantized.
     Matvec,
