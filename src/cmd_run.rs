@@ -186,11 +186,11 @@ pub fn prefill<B: Backend + 'static>(
     ids: &[u32],
     ubatch: usize,
 ) -> Result<Vec<f32>> {
-    let mut logits = Vec::new();
-    for (i, chunk) in ids.chunks(ubatch).enumerate() {
-        logits = model.forward(chunk, i * ubatch)?;
+    let last = ids.len().saturating_sub(1) / ubatch * ubatch;
+    for (i, chunk) in ids[..last].chunks(ubatch).enumerate() {
+        model.ingest(chunk, i * ubatch)?;
     }
-    Ok(logits)
+    Ok(model.forward(&ids[last..], last)?)
 }
 
 /// `prompt` as the one user turn of the model's chat template, ready for the reply.

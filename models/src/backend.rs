@@ -193,6 +193,8 @@ pub enum Logits {
     Last,
     /// Every token's (`[tokens][vocab]`; for tests and scoring).
     All,
+    /// None: a prompt chunk that only fills the cache.
+    None,
 }
 
 /// How rotary embedding pairs up the dimensions of a head.

@@ -127,6 +127,12 @@ impl<B: Backend + 'static> Model<B> {
         self.run(tokens, pos, Logits::All)
     }
 
+    /// As [`Model::forward`], but only fills the cache: no logits are computed (a prompt chunk
+    /// before the last).
+    pub fn ingest(&mut self, tokens: &[u32], pos: usize) -> Result<(), ModelError> {
+        self.run(tokens, pos, Logits::None).map(drop)
+    }
+
     /// Empties the KV cache.
     pub fn reset(&mut self) {
         self.backend.truncate(0);

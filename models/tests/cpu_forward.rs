@@ -148,6 +148,16 @@ fn prefill_matches_decode_for_every_arch_and_type() {
                 max_abs_diff(&last, &all[(toks.len() - 1) * N_VOCAB..]) < 1e-4,
                 "{arch} {ty} rewind"
             );
+
+            // So does a chunk that only fills the cache, then the rest.
+            model.reset();
+            model.ingest(&toks[..7], 0).unwrap();
+            assert_eq!(model.position(), 7);
+            let last = model.forward(&toks[7..], 7).unwrap();
+            assert!(
+                max_abs_diff(&last, &all[(toks.len() - 1) * N_VOCAB..]) < 1e-4,
+                "{arch} {ty} ingest"
+            );
         }
     }
 }

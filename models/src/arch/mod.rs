@@ -415,6 +415,7 @@ impl<B: Backend> Head<B> {
     /// Logits of the final hidden states `x` (`[tokens][n_embd]`), on the host.
     fn logits(&self, b: &B, x: &B::Tensor, which: Logits) -> Result<Vec<f32>> {
         let h = match which {
+            Logits::None => return Ok(Vec::new()),
             Logits::Last => {
                 b.rms_norm(&b.last_row(x, self.n_embd)?, &self.output_norm, self.eps)?
             }
