@@ -40,6 +40,9 @@ if ! $SDIST_ONLY && have_build; then
 fi
 
 mkdir -p "$SDIST_DIR"
+# Tests fetch in parallel: one process at a time downloads and unpacks.
+exec 9>"$SDIST_DIR/.lock"
+if command -v flock >/dev/null; then flock 9; fi
 SDIST=$SDIST_DIR/llama_cpp_python-$VERSION.tar.gz
 if [ ! -f "$SDIST" ]; then
     # Only llama-cpp-python from source: pip still prepares its metadata, which takes its build
@@ -49,8 +52,12 @@ if [ ! -f "$SDIST" ]; then
         "llama-cpp-python==$VERSION" -d "$SDIST_DIR"
 fi
 # Keep an extracted copy: its vendor/llama.cpp sources are the reference we read.
+# Unpack beside it and rename, so an interrupted unpack never passes for a whole one.
 if [ ! -d "$SRC" ]; then
-    tar -xzf "$SDIST" -C "$SDIST_DIR"
+    TMP=$(mktemp -d "$SDIST_DIR/unpack.XXXXXX")
+    tar -xzf "$SDIST" -C "$TMP"
+    mv "$TMP/llama_cpp_python-$VERSION" "$SRC"
+    rm -rf "$TMP"
 fi
 if $SDIST_ONLY; then
     echo "llama.cpp sources: $SRC/vendor/llama.cpp"

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 
 use serde_json::Value;
 use zinc_models::sampler::argmax;
@@ -48,6 +49,9 @@ pub fn gemma3_270m() -> Option<PathBuf> {
 /// `path`, first running `fetch` (a script and its arguments, from the root) when it is absent
 /// and ZINC_FETCH_MODELS=1; `None`, after printing why the caller skips, when it stays absent.
 pub fn fetched(path: PathBuf, fetch: &[&str]) -> Option<PathBuf> {
+    // Tests run on several threads and may want the same download: one fetches at a time.
+    static FETCHING: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = FETCHING.lock().unwrap_or_else(|e| e.into_inner());
     if !path.exists() && std::env::var("ZINC_FETCH_MODELS").as_deref() == Ok("1") {
         let status = Command::new("bash")
             .args(fetch)
