@@ -237,8 +237,10 @@ impl Bench {
         let sets = rotation_sets(spec.input_bytes(shape), self.l2_bytes);
         let mut cases = (0..sets)
             .map(|_| {
-                let output = ElemBuf::alloc(stream, spec.out, spec.output_len(shape))?;
-                DeviceCase::upload(stream, spec, inputs, output, spec.scalars(shape))
+                let outputs = (0..spec.outputs())
+                    .map(|_| ElemBuf::alloc(stream, spec.out, spec.output_len(shape)))
+                    .collect::<Result<_>>()?;
+                DeviceCase::upload(stream, spec, inputs, outputs, spec.scalars(shape))
             })
             .collect::<Result<Vec<_>>>()?;
         let us = time_rotating(stream, sets, |i| cases[i].launch(&kernel, stream))?;

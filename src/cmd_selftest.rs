@@ -70,16 +70,28 @@ fn check(
     let kernel = registry.kernel(name)?;
     let inputs = harness::random_inputs(spec, shape);
     let len = spec.output_len(shape);
-    let output = ElemBuf::poisoned(stream, spec.out, len + GUARD)?;
-    let mut case = DeviceCase::upload(stream, spec, &inputs, output, spec.scalars(shape))?;
+    let outputs = (0..spec.outputs())
+        .map(|_| ElemBuf::poisoned(stream, spec.out, len + GUARD))
+        .collect::<Result<_>>()?;
+    let mut case = DeviceCase::upload(stream, spec, &inputs, outputs, spec.scalars(shape))?;
     case.launch(&kernel, stream).context("launch")?;
     // The download waits for the kernel, so a fault in it surfaces here.
     let got = case
-        .output
-        .download_f64(stream)
+        .outputs
+        .iter()
+        .map(|out| out.download_f64(stream))
+        .collect::<Result<Vec<_>>>()
         .context("running the kernel")?;
-    let want = spec.reference(shape, &inputs);
-    Ok(Errors::new(&got[..len], &want, &got[len..]))
+    let (got, guards) = split_guards(&got, len);
+    Ok(Errors::new(&got, &spec.reference(shape, &inputs), &guards))
+}
+
+/// Output buffers of `len` elements and their guards past the end, as the outputs one after
+/// another (the reference's order) and the guards one after another.
+fn split_guards(outputs: &[Vec<f64>], len: usize) -> (Vec<f64>, Vec<f64>) {
+    let got = outputs.iter().flat_map(|o| &o[..len]).copied().collect();
+    let guards = outputs.iter().flat_map(|o| &o[len..]).copied().collect();
+    (got, guards)
 }
 
 /// A kernel output compared with its reference.
@@ -362,13 +374,16 @@ mod tests {
 
     /// Every embedded kernel and variant, run by the CPU interpreter (which also catches
     /// out-of-bounds accesses, divergent barriers and shared-memory races), against its reference.
+    /// `ZINC_INTERP_ONLY=TEXT` runs only the kernels whose name contains TEXT.
     #[test]
     fn kernels_match_their_references_in_the_interpreter() {
         let families = compile_families();
+        let only = std::env::var("ZINC_INTERP_ONLY").unwrap_or_default();
         let names = crate::registry::embedded()[0]
             .modules
             .iter()
-            .flat_map(|m| m.kernels.iter().map(|k| k.name));
+            .flat_map(|m| m.kernels.iter().map(|k| k.name))
+            .filter(|name| name.contains(&only));
         for name in names {
             let (base, variant) = name.split_once('@').unwrap_or((name, ""));
             let (file, defaults) = families
@@ -411,13 +426,15 @@ mod tests {
                         })
                     })
                     .collect();
-                args.push(Arg::Buffer(match spec.out {
-                    Elem::F32 => Buffer::from_f32(&vec![f32::NAN; len + GUARD]),
-                    Elem::F16 => Buffer::from_f16(&vec![f16::NAN; len + GUARD]),
-                    // Integer poison, read back as NaN (harness::widen_i32).
-                    Elem::I8 => Buffer::from_slice(&vec![i8::MIN; len + GUARD]),
-                    Elem::I32 => Buffer::from_i32(&vec![i32::MIN; len + GUARD]),
-                    Elem::U32 => unreachable!("no kernel writes u32 outputs"),
+                args.extend((0..spec.outputs()).map(|_| {
+                    Arg::Buffer(match spec.out {
+                        Elem::F32 => Buffer::from_f32(&vec![f32::NAN; len + GUARD]),
+                        Elem::F16 => Buffer::from_f16(&vec![f16::NAN; len + GUARD]),
+                        // Integer poison, read back as NaN (harness::widen_i32).
+                        Elem::I8 => Buffer::from_slice(&vec![i8::MIN; len + GUARD]),
+                        Elem::I32 => Buffer::from_i32(&vec![i32::MIN; len + GUARD]),
+                        Elem::U32 => unreachable!("no kernel writes u32 outputs"),
+                    })
                 }));
                 args.extend(
                     spec.scalars(&shape)
@@ -428,16 +445,21 @@ mod tests {
                     .sources(&c.sources)
                     .launch(base, &mut args)
                     .unwrap_or_else(|e| panic!("{name} at {shape}: {e}"));
-                let out = args[inputs.len()].buffer().unwrap();
-                let got: Vec<f64> = match spec.out {
-                    Elem::F32 => out.to_f32().into_iter().map(f64::from).collect(),
-                    Elem::F16 => out.to_f16().into_iter().map(f64::from).collect(),
-                    Elem::I8 => out.to_vec().into_iter().map(harness::widen_i8).collect(),
-                    Elem::I32 => out.to_i32().into_iter().map(harness::widen_i32).collect(),
-                    Elem::U32 => unreachable!("no kernel writes u32 outputs"),
-                };
-                let errors =
-                    Errors::new(&got[..len], &spec.reference(&shape, &inputs), &got[len..]);
+                let outputs: Vec<Vec<f64>> = args[inputs.len()..][..spec.outputs()]
+                    .iter()
+                    .map(|arg| {
+                        let out = arg.buffer().unwrap();
+                        match spec.out {
+                            Elem::F32 => out.to_f32().into_iter().map(f64::from).collect(),
+                            Elem::F16 => out.to_f16().into_iter().map(f64::from).collect(),
+                            Elem::I8 => out.to_vec().into_iter().map(harness::widen_i8).collect(),
+                            Elem::I32 => out.to_i32().into_iter().map(harness::widen_i32).collect(),
+                            Elem::U32 => unreachable!("no kernel writes u32 outputs"),
+                        }
+                    })
+                    .collect();
+                let (got, guards) = split_guards(&outputs, len);
+                let errors = Errors::new(&got, &spec.reference(&shape, &inputs), &guards);
                 assert!(
                     errors.passes(spec.tolerance(&shape)),
                     "{name} at {shape}: {errors:?}"

@@ -209,10 +209,10 @@ impl ElemBuf {
     }
 }
 
-/// A kernel's arguments on the device: inputs, output, scalars.
+/// A kernel's arguments on the device: inputs, outputs, scalars.
 pub struct DeviceCase {
     pub inputs: Vec<ElemBuf>,
-    pub output: ElemBuf,
+    pub outputs: Vec<ElemBuf>,
     pub scalars: Vec<ScalarValue>,
 }
 
@@ -223,7 +223,7 @@ impl DeviceCase {
         stream: &Stream,
         spec: &Spec,
         inputs: &[Vec<f32>],
-        output: ElemBuf,
+        outputs: Vec<ElemBuf>,
         scalars: Vec<ScalarValue>,
     ) -> Result<DeviceCase> {
         let last = inputs.len() - 1;
@@ -239,7 +239,7 @@ impl DeviceCase {
             .collect::<Result<_>>()?;
         Ok(DeviceCase {
             inputs,
-            output,
+            outputs,
             scalars,
         })
     }
@@ -247,7 +247,7 @@ impl DeviceCase {
     /// Queues one launch with the grid from the kernel's manifest.
     pub fn launch(&mut self, kernel: &Kernel, stream: &Stream) -> zinc_runtime::Result<()> {
         let mut args: Vec<Arg> = self.inputs.iter_mut().map(ElemBuf::arg).collect();
-        args.push(self.output.arg());
+        args.extend(self.outputs.iter_mut().map(ElemBuf::arg));
         args.extend(self.scalars.iter().map(|&s| Arg::from(s)));
         kernel.launch(stream, Grid::Auto, &mut args).map(drop)
     }

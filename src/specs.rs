@@ -17,6 +17,8 @@ use crate::reference;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     RmsNorm,
+    /// A residual add and the norm after it: two outputs, `x + y` and its [`Op::RmsNorm`].
+    AddRmsNorm,
     Softmax,
     Add,
     SiluMul,
@@ -110,6 +112,7 @@ pub struct Spec {
 pub const SPECS: &[Spec] = &[
     spec("rmsnorm_f32", Op::RmsNorm, Elem::F32, Elem::F32),
     spec("rmsnorm_f16", Op::RmsNorm, Elem::F32, Elem::F16),
+    spec("add_rmsnorm_f32", Op::AddRmsNorm, Elem::F32, Elem::F32),
     spec("softmax_rows", Op::Softmax, Elem::F32, Elem::F32),
     spec("add_f32", Op::Add, Elem::F32, Elem::F32),
     spec("silu_mul_f32", Op::SiluMul, Elem::F32, Elem::F32),
@@ -244,7 +247,7 @@ impl Spec {
     /// The names of the shape's dimensions.
     pub fn dims(&self) -> &'static [&'static str] {
         match self.op {
-            Op::RmsNorm | Op::Softmax => &["rows", "cols"],
+            Op::RmsNorm | Op::AddRmsNorm | Op::Softmax => &["rows", "cols"],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &["n"],
             Op::Gemm | Op::Matvec | Op::QuantGemm => &["T", "N", "K"],
             Op::Dequant => &["N", "K"],
@@ -269,7 +272,7 @@ impl Spec {
     /// Shapes `zinc selftest` checks: degenerate, ragged and real ones.
     pub fn selftest_shapes(&self) -> &'static [&'static [usize]] {
         match self.op {
-            Op::RmsNorm => &[&[1, 1], &[37, 1000], &[512, 4096], &[3, 14336]],
+            Op::RmsNorm | Op::AddRmsNorm => &[&[1, 1], &[37, 1000], &[512, 4096], &[3, 14336]],
             Op::Softmax => &[&[3, 1], &[1001, 77], &[512, 2048], &[16, 32000]],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => {
                 &[&[1], &[1000], &[1_000_003], &[1 << 24]]
@@ -413,7 +416,7 @@ impl Spec {
     #[cfg(test)]
     pub fn interp_shapes(&self) -> &'static [&'static [usize]] {
         match self.op {
-            Op::RmsNorm => &[&[1, 1], &[3, 100], &[2, 600]],
+            Op::RmsNorm | Op::AddRmsNorm => &[&[1, 1], &[3, 100], &[2, 600]],
             Op::Softmax => &[&[3, 1], &[4, 77], &[2, 700]],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => {
                 &[&[1], &[1000]]
@@ -473,7 +476,7 @@ impl Spec {
     /// Shapes `zinc bench-kernels` times: prefill-sized activations and the anchor GEMMs.
     pub fn bench_shapes(&self) -> &'static [&'static [usize]] {
         match self.op {
-            Op::RmsNorm => &[&[512, 4096], &[2048, 4096]],
+            Op::RmsNorm | Op::AddRmsNorm => &[&[512, 4096], &[2048, 4096]],
             // Attention scores: 32 heads x T queries, T keys.
             Op::Softmax => &[&[32 * 512, 512], &[32 * 2048, 2048]],
             // Residual at T = 512, feed-forward activations at T = 2048.
@@ -552,6 +555,7 @@ impl Spec {
         let d = &s.0;
         match self.op {
             Op::RmsNorm => vec![(d[0] * d[1], 2.0), (d[1], 1.5)],
+            Op::AddRmsNorm => vec![(d[0] * d[1], 2.0), (d[0] * d[1], 1.0), (d[1], 1.5)],
             Op::Softmax => vec![(d[0] * d[1], 8.0)],
             Op::Add => vec![(d[0], 1.0), (d[0], 1.0)],
             // Activations see both tails of the sigmoid.
@@ -638,10 +642,20 @@ impl Spec {
         inputs[2] = cos.concat();
     }
 
+    /// The number of output views, each of [`Spec::output_len`] elements; the reference holds
+    /// them one after another.
+    pub fn outputs(&self) -> usize {
+        match self.op {
+            Op::AddRmsNorm => 2,
+            _ => 1,
+        }
+    }
+
+    /// The elements of each output view.
     pub fn output_len(&self, s: &Shape) -> usize {
         let d = &s.0;
         match self.op {
-            Op::RmsNorm | Op::Softmax | Op::AddBias => d[0] * d[1],
+            Op::RmsNorm | Op::AddRmsNorm | Op::Softmax | Op::AddBias => d[0] * d[1],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => d[0],
             Op::Gemm | Op::Matvec | Op::QuantGemm | Op::Dequant => d[0] * d[1],
             Op::Attention => d[4] * d[0] * d[3],
@@ -704,7 +718,7 @@ impl Spec {
             _ => u32s(d),
         };
         match self.op {
-            Op::RmsNorm => scalars.push(ScalarValue::F32(RMS_EPS)),
+            Op::RmsNorm | Op::AddRmsNorm => scalars.push(ScalarValue::F32(RMS_EPS)),
             Op::Embed => scalars.push(ScalarValue::F32(embed_scale(d[2]))),
             _ => {}
         }
@@ -716,6 +730,16 @@ impl Spec {
         let d = &s.0;
         match self.op {
             Op::RmsNorm => reference::rmsnorm(&inputs[0], &inputs[1], f64::from(RMS_EPS)),
+            // The sum is rounded to f32 before the norm reads it, as the kernel keeps it.
+            Op::AddRmsNorm => {
+                let sum: Vec<f32> = inputs[0]
+                    .iter()
+                    .zip(&inputs[1])
+                    .map(|(a, b)| a + b)
+                    .collect();
+                let normed = reference::rmsnorm(&sum, &inputs[2], f64::from(RMS_EPS));
+                sum.iter().map(|&v| f64::from(v)).chain(normed).collect()
+            }
             Op::Softmax => reference::softmax_rows(&inputs[0], d[1]),
             Op::Add => reference::zip_map(&inputs[0], &inputs[1], |a, b| a + b),
             Op::SiluMul => {
@@ -836,7 +860,8 @@ impl Spec {
 
     /// The minimal DRAM traffic: every input read once, every output written once.
     pub fn traffic(&self, s: &Shape) -> f64 {
-        self.input_bytes(s) as f64 + self.out.size() as f64 * self.output_len(s) as f64
+        let out = self.outputs() * self.output_len(s);
+        self.input_bytes(s) as f64 + (self.out.size() * out) as f64
     }
 
     /// The bytes of all inputs on the device (quantized weights at their GGUF size).
@@ -1023,11 +1048,11 @@ mod tests {
                 },
             })
             .collect();
-        args.push(ArgDesc::Buffer {
+        args.extend((0..spec.outputs()).map(|_| ArgDesc::Buffer {
             elem: dtype(spec.out),
             len: spec.output_len(shape),
             mutable: true,
-        });
+        }));
         args.extend(spec.scalars(shape).into_iter().map(ArgDesc::Scalar));
         args
     }
@@ -1188,7 +1213,8 @@ mod tests {
                 .map(|&(len, scale)| vec![scale * 0.5; len])
                 .collect();
             let want = spec.reference(&shape, &inputs);
-            assert_eq!(want.len(), spec.output_len(&shape), "{}", spec.kernel);
+            let len = spec.outputs() * spec.output_len(&shape);
+            assert_eq!(want.len(), len, "{}", spec.kernel);
             // NaN marks elements the kernel must not write.
             assert!(want.iter().all(|v| !v.is_infinite()), "{}", spec.kernel);
             assert!(want.iter().any(|v| v.is_finite()), "{}", spec.kernel);

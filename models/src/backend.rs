@@ -81,6 +81,18 @@ pub trait Backend {
     fn gate_rows(&self, x: &mut Self::Tensor, gate: &Self::Tensor) -> Result<()>;
     /// `x += y`.
     fn add(&self, x: &mut Self::Tensor, y: &Self::Tensor) -> Result<()>;
+    /// `x += y`, then [`Backend::rms_norm`] of the sum: a residual add and the norm that reads
+    /// it, which a backend can do in one pass.
+    fn add_rms_norm(
+        &self,
+        x: &mut Self::Tensor,
+        y: &Self::Tensor,
+        weight: &Self::Vector,
+        eps: f32,
+    ) -> Result<Self::Tensor> {
+        self.add(x, y)?;
+        self.rms_norm(x, weight, eps)
+    }
     /// `x *= s`.
     fn scale(&self, x: &mut Self::Tensor, s: f32) -> Result<()>;
     /// `cap * tanh(x / cap)`.

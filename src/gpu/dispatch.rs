@@ -171,12 +171,14 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> 
 }
 
 /// The RMS norm for `rows` rows: a block of 1024 threads for decode-size batches, where one
-/// block per row leaves the GPU idle and 256 threads walk a 4096-wide row in 16 dependent steps.
-pub fn rmsnorm(rows: usize) -> &'static str {
-    if rows <= MATVEC_MAX_T {
-        "rmsnorm_f32@BLOCK=1024"
-    } else {
-        "rmsnorm_f32"
+/// block per row leaves the GPU idle and 256 threads walk a 4096-wide row in 16 dependent steps;
+/// with `fused_add`, the residual add before it in the same pass.
+pub fn rmsnorm(rows: usize, fused_add: bool) -> &'static str {
+    match (rows <= MATVEC_MAX_T, fused_add) {
+        (true, false) => "rmsnorm_f32@BLOCK=1024",
+        (false, false) => "rmsnorm_f32",
+        (true, true) => "add_rmsnorm_f32@BLOCK=1024",
+        (false, true) => "add_rmsnorm_f32",
     }
 }
 
@@ -221,7 +223,9 @@ mod tests {
     #[test]
     fn dispatched_kernels_exist() {
         let mut names = vec![gemm_f16(1).to_string(), gemm_f16(4096).to_string()];
-        names.extend([rmsnorm(1).to_string(), rmsnorm(512).to_string()]);
+        for fused_add in [false, true] {
+            names.extend([rmsnorm(1, fused_add), rmsnorm(512, fused_add)].map(String::from));
+        }
         for d in [64, 128, 256] {
             names.push(flash_attention(d, d, 512).unwrap().to_string());
         }

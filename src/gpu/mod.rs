@@ -516,7 +516,7 @@ impl Gpu {
         let mut y = self.alloc(x.len())?;
         let rows = x.len() / cols;
         self.launch(
-            &*self.kernel(dispatch::rmsnorm(rows))?,
+            &*self.kernel(dispatch::rmsnorm(rows, false))?,
             &mut [
                 x.into(),
                 w.into(),
@@ -869,6 +869,34 @@ impl Backend for Gpu {
         )?;
         *x = sum.into();
         Ok(())
+    }
+
+    fn add_rms_norm(
+        &self,
+        x: &mut Act,
+        y: &Act,
+        weight: &DeviceBuffer<f32>,
+        eps: f32,
+    ) -> Result<Act> {
+        let cols = weight.len();
+        let rows = x.len() / cols;
+        let mut sum = self.alloc(x.len())?;
+        let mut h = self.alloc(x.len())?;
+        self.launch(
+            &*self.kernel(dispatch::rmsnorm(rows, true))?,
+            &mut [
+                (&*x).into(),
+                y.into(),
+                weight.into(),
+                (&mut sum).into(),
+                (&mut h).into(),
+                u32_arg(rows)?,
+                u32_arg(cols)?,
+                eps.into(),
+            ],
+        )?;
+        *x = sum.into();
+        Ok(h.into())
     }
 
     fn scale(&self, x: &mut Act, s: f32) -> Result<()> {

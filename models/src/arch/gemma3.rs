@@ -3,7 +3,9 @@
 //! with their own rope bases (local: `rope.freq_base_swa`, unscaled; global: `rope.freq_base`
 //! with the linear rope scaling). Gemma 4 builds on the layer body defined here.
 
-use super::{layer_tensor, Attention, AttentionSpec, GatedFfn, Head, Loader, Transformer};
+use super::{
+    layer_tensor, Attention, AttentionSpec, GatedFfn, Head, Loader, Residual, Transformer,
+};
 use crate::backend::{Activation, Backend, Logits, Result, RopeStyle, RopeTable};
 use crate::config::Config;
 
@@ -66,34 +68,20 @@ impl<B: Backend> Layer<B> {
     pub(super) fn attend(
         &self,
         b: &mut B,
-        x: &mut B::Tensor,
+        x: &mut Residual<B>,
         start: usize,
         il: usize,
         eps: f32,
     ) -> Result<()> {
-        residual(b, x, &self.post_attn_norm, eps, |b, x| {
-            let h = b.rms_norm(x, &self.attn_norm, eps)?;
-            self.attn.forward(b, &h, start, il)
-        })
+        let h = x.norm(b, &self.attn_norm, eps)?;
+        let y = self.attn.forward(b, &h, start, il)?;
+        x.add(b, b.rms_norm(&y, &self.post_attn_norm, eps)?)
     }
 
     /// The dense FFN of the residual stream `x`, before the post-FFN norm.
-    pub(super) fn dense_ffn(&self, b: &B, x: &B::Tensor, eps: f32) -> Result<B::Tensor> {
-        self.ffn.forward(b, &b.rms_norm(x, &self.ffn_norm, eps)?)
+    pub(super) fn dense_ffn(&self, b: &B, x: &mut Residual<B>, eps: f32) -> Result<B::Tensor> {
+        self.ffn.forward(b, &x.norm(b, &self.ffn_norm, eps)?)
     }
-}
-
-/// `x += rms_norm(branch(x), post_norm)`: a residual branch normalized on its way out.
-pub(super) fn residual<B: Backend>(
-    b: &mut B,
-    x: &mut B::Tensor,
-    post_norm: &B::Vector,
-    eps: f32,
-    branch: impl FnOnce(&mut B, &B::Tensor) -> Result<B::Tensor>,
-) -> Result<()> {
-    let y = branch(b, x)?;
-    let y = b.rms_norm(&y, post_norm, eps)?;
-    b.add(x, &y)
 }
 
 impl<B: Backend> Gemma3<B> {
@@ -125,13 +113,12 @@ impl<B: Backend> Gemma3<B> {
 impl<B: Backend> Transformer<B> for Gemma3<B> {
     fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>> {
         let eps = self.eps;
-        let mut x = self.head.embed(b, tokens)?;
+        let mut x = Residual::new(self.head.embed(b, tokens)?);
         for (il, l) in self.layers.iter().enumerate() {
             l.attend(b, &mut x, start, il, eps)?;
-            residual(b, &mut x, &l.post_ffn_norm, eps, |b, x| {
-                l.dense_ffn(b, x, eps)
-            })?;
+            let y = l.dense_ffn(b, &mut x, eps)?;
+            x.add(b, b.rms_norm(&y, &l.post_ffn_norm, eps)?)?;
         }
-        self.head.logits(b, &x, which)
+        self.head.logits(b, &mut x, which)
     }
 }

@@ -12,8 +12,8 @@
 //!   softmax and renormalizes their weights; dense and expert outputs each get their own
 //!   post-norm before the layer's post-FFN norm of their sum.
 
-use super::gemma3::{residual, Layer as Body};
-use super::{layer_tensor, load_experts, AttentionSpec, Head, Loader, Transformer};
+use super::gemma3::Layer as Body;
+use super::{layer_tensor, load_experts, AttentionSpec, Head, Loader, Residual, Transformer};
 use crate::backend::{Activation, Backend, Gating, Logits, Result, Router};
 use crate::config::Config;
 use crate::forward::ModelError;
@@ -124,20 +124,20 @@ impl<B: Backend> Gemma4<B> {
 impl<B: Backend> Transformer<B> for Gemma4<B> {
     fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>> {
         let eps = self.eps;
-        let mut x = self.head.embed(b, tokens)?;
+        let mut x = Residual::new(self.head.embed(b, tokens)?);
         for (il, l) in self.layers.iter().enumerate() {
             l.body.attend(b, &mut x, start, il, eps)?;
-            residual(b, &mut x, &l.body.post_ffn_norm, eps, |b, x| {
-                let y = l.body.dense_ffn(b, x, eps)?;
-                let Some(moe) = &l.moe else { return Ok(y) };
-                let mut y = b.rms_norm(&y, &moe.post_dense_norm, eps)?;
-                b.add(&mut y, &moe.forward(b, x, eps)?)?;
-                Ok(y)
-            })?;
+            let mut y = l.body.dense_ffn(b, &mut x, eps)?;
+            if let Some(moe) = &l.moe {
+                // The dense FFN's norm has applied the attention's add.
+                y = b.rms_norm(&y, &moe.post_dense_norm, eps)?;
+                b.add(&mut y, &moe.forward(b, x.settle(b)?, eps)?)?;
+            }
+            x.add(b, b.rms_norm(&y, &l.body.post_ffn_norm, eps)?)?;
             if let Some(s) = l.out_scale {
-                b.scale(&mut x, s)?;
+                b.scale(x.settle(b)?, s)?;
             }
         }
-        self.head.logits(b, &x, which)
+        self.head.logits(b, &mut x, which)
     }
 }

@@ -3,7 +3,8 @@
 
 use super::qwen3moe::MoeFfn;
 use super::{
-    layer_tensor, pre_norm_residual, Attention, AttentionSpec, GatedFfn, Head, Loader, Transformer,
+    layer_tensor, pre_norm_residual, Attention, AttentionSpec, GatedFfn, Head, Loader, Residual,
+    Transformer,
 };
 use crate::backend::{Activation, Backend, Logits, Result, RopeStyle, RopeTable};
 use crate::config::Config;
@@ -98,13 +99,13 @@ impl<B: Backend> Llama<B> {
 
 impl<B: Backend> Transformer<B> for Llama<B> {
     fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>> {
-        let mut x = self.head.embed(b, tokens)?;
+        let mut x = Residual::new(self.head.embed(b, tokens)?);
         for (il, l) in self.layers.iter().enumerate() {
             pre_norm_residual(b, &mut x, &l.attn_norm, self.eps, |b, h| {
                 l.attn.forward(b, h, start, il)
             })?;
             pre_norm_residual(b, &mut x, &l.ffn_norm, self.eps, |b, h| l.ffn.forward(b, h))?;
         }
-        self.head.logits(b, &x, which)
+        self.head.logits(b, &mut x, which)
     }
 }

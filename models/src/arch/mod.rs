@@ -413,13 +413,14 @@ impl<B: Backend> Head<B> {
     }
 
     /// Logits of the final hidden states `x` (`[tokens][n_embd]`), on the host.
-    fn logits(&self, b: &B, x: &B::Tensor, which: Logits) -> Result<Vec<f32>> {
+    fn logits(&self, b: &B, x: &mut Residual<B>, which: Logits) -> Result<Vec<f32>> {
         let h = match which {
             Logits::None => return Ok(Vec::new()),
             Logits::Last => {
-                b.rms_norm(&b.last_row(x, self.n_embd)?, &self.output_norm, self.eps)?
+                let last = b.last_row(x.settle(b)?, self.n_embd)?;
+                b.rms_norm(&last, &self.output_norm, self.eps)?
             }
-            Logits::All => b.rms_norm(x, &self.output_norm, self.eps)?,
+            Logits::All => x.norm(b, &self.output_norm, self.eps)?,
         };
         let mut logits = b.matmul(&h, self.output.as_ref().unwrap_or(&self.embed))?;
         if let Some(cap) = self.final_softcap {
@@ -429,15 +430,51 @@ impl<B: Backend> Head<B> {
     }
 }
 
+/// The residual stream, with the last branch output still to be added: the add waits for the
+/// stream's next norm, so that a backend can do both in one pass ([`Backend::add_rms_norm`]).
+struct Residual<B: Backend> {
+    x: B::Tensor,
+    pending: Option<B::Tensor>,
+}
+
+impl<B: Backend> Residual<B> {
+    fn new(x: B::Tensor) -> Self {
+        Self { x, pending: None }
+    }
+
+    /// `x += y`, deferred.
+    fn add(&mut self, b: &B, y: B::Tensor) -> Result<()> {
+        self.settle(b)?;
+        self.pending = Some(y);
+        Ok(())
+    }
+
+    /// RMSNorm of the stream, after the pending add.
+    fn norm(&mut self, b: &B, weight: &B::Vector, eps: f32) -> Result<B::Tensor> {
+        match self.pending.take() {
+            Some(y) => b.add_rms_norm(&mut self.x, &y, weight, eps),
+            None => b.rms_norm(&self.x, weight, eps),
+        }
+    }
+
+    /// The stream with every add applied.
+    fn settle(&mut self, b: &B) -> Result<&mut B::Tensor> {
+        if let Some(y) = self.pending.take() {
+            b.add(&mut self.x, &y)?;
+        }
+        Ok(&mut self.x)
+    }
+}
+
 /// `x += branch(norm(x))`: a pre-norm residual branch.
 fn pre_norm_residual<B: Backend>(
     b: &mut B,
-    x: &mut B::Tensor,
+    x: &mut Residual<B>,
     norm: &B::Vector,
     eps: f32,
     branch: impl FnOnce(&mut B, &B::Tensor) -> Result<B::Tensor>,
 ) -> Result<()> {
-    let h = b.rms_norm(x, norm, eps)?;
+    let h = x.norm(b, norm, eps)?;
     let y = branch(b, &h)?;
-    b.add(x, &y)
+    x.add(b, y)
 }

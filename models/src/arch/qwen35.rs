@@ -8,7 +8,7 @@
 
 use super::qwen3moe::{MoeFfn, SharedExpert};
 use super::{
-    layer_tensor, pre_norm_residual, Attention, AttentionParams, GatedFfn, Head, Loader,
+    layer_tensor, pre_norm_residual, Attention, AttentionParams, GatedFfn, Head, Loader, Residual,
     Transformer, Values,
 };
 use crate::backend::{
@@ -90,7 +90,7 @@ impl<B: Backend> Qwen35<B> {
 
 impl<B: Backend> Transformer<B> for Qwen35<B> {
     fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>> {
-        let mut x = self.head.embed(b, tokens)?;
+        let mut x = Residual::new(self.head.embed(b, tokens)?);
         for (il, l) in self.layers.iter().enumerate() {
             pre_norm_residual(b, &mut x, &l.attn_norm, self.eps, |b, h| match &l.mixer {
                 Mixer::DeltaNet(d) => d.forward(b, h, il),
@@ -103,7 +103,7 @@ impl<B: Backend> Transformer<B> for Qwen35<B> {
                 }
             })?;
         }
-        self.head.logits(b, &x, which)
+        self.head.logits(b, &mut x, which)
     }
 }
 
