@@ -141,14 +141,13 @@ fn generate<B: Backend + 'static>(
         seed: args.seed,
     });
     let start = Instant::now();
-    let mut logits = prefill(model, ids, args.ubatch)?;
+    let mut token = prefill(model, ids, args.ubatch, &mut sampler)?;
     let prefill = start.elapsed();
 
     let mut out = std::io::stdout().lock();
     let mut text = Utf8Stream::default();
     let (mut decode, mut decoded) = (Duration::ZERO, 0usize);
     for i in 0..args.n_predict {
-        let token = sampler.sample(&logits);
         if tokenizer.is_eog(token) {
             break;
         }
@@ -163,7 +162,7 @@ fn generate<B: Backend + 'static>(
         }
         if i + 1 < args.n_predict {
             let step = Instant::now();
-            logits = model.forward(&[token], model.position())?;
+            token = model.forward_sample(&[token], model.position(), &mut sampler)?;
             decode += step.elapsed();
             decoded += 1;
         }
@@ -180,17 +179,19 @@ fn generate<B: Backend + 'static>(
     Ok(())
 }
 
-/// Runs `ids` from position 0 in chunks of `ubatch` tokens; the logits of the last one.
+/// Runs `ids` from position 0 in chunks of `ubatch` tokens; the token `sampler` picks after
+/// the last one.
 pub fn prefill<B: Backend + 'static>(
     model: &mut Model<B>,
     ids: &[u32],
     ubatch: usize,
-) -> Result<Vec<f32>> {
+    sampler: &mut Sampler,
+) -> Result<u32> {
     let last = ids.len().saturating_sub(1) / ubatch * ubatch;
     for (i, chunk) in ids[..last].chunks(ubatch).enumerate() {
         model.ingest(chunk, i * ubatch)?;
     }
-    Ok(model.forward(&ids[last..], last)?)
+    Ok(model.forward_sample(&ids[last..], last, sampler)?)
 }
 
 /// `prompt` as the one user turn of the model's chat template, ready for the reply.

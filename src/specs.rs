@@ -51,6 +51,8 @@ pub enum Op {
     Scale,
     /// `y = cap * tanh(x / cap)`.
     Softcap,
+    /// The index of each row's largest value, the lowest among equals (greedy decoding).
+    Argmax,
 }
 
 /// The element type of a kernel's input or output buffers.
@@ -114,6 +116,7 @@ pub const SPECS: &[Spec] = &[
     spec("rmsnorm_f16", Op::RmsNorm, Elem::F32, Elem::F16),
     spec("add_rmsnorm_f32", Op::AddRmsNorm, Elem::F32, Elem::F32),
     spec("softmax_rows", Op::Softmax, Elem::F32, Elem::F32),
+    spec("argmax_rows", Op::Argmax, Elem::F32, Elem::I32),
     spec("add_f32", Op::Add, Elem::F32, Elem::F32),
     spec("silu_mul_f32", Op::SiluMul, Elem::F32, Elem::F32),
     spec("gelu_mul_f32", Op::GeluMul, Elem::F32, Elem::F32),
@@ -247,7 +250,7 @@ impl Spec {
     /// The names of the shape's dimensions.
     pub fn dims(&self) -> &'static [&'static str] {
         match self.op {
-            Op::RmsNorm | Op::AddRmsNorm | Op::Softmax => &["rows", "cols"],
+            Op::RmsNorm | Op::AddRmsNorm | Op::Softmax | Op::Argmax => &["rows", "cols"],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &["n"],
             Op::Gemm | Op::Matvec | Op::QuantGemm => &["T", "N", "K"],
             Op::Dequant => &["N", "K"],
@@ -274,6 +277,14 @@ impl Spec {
         match self.op {
             Op::RmsNorm | Op::AddRmsNorm => &[&[1, 1], &[37, 1000], &[512, 4096], &[3, 14336]],
             Op::Softmax => &[&[3, 1], &[1001, 77], &[512, 2048], &[16, 32000]],
+            // Vocabularies of Qwen 3, Llama 3 and Gemma 3, a batch of rows.
+            Op::Argmax => &[
+                &[1, 1],
+                &[3, 1000],
+                &[1, 151_936],
+                &[8, 128_256],
+                &[1, 262_144],
+            ],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => {
                 &[&[1], &[1000], &[1_000_003], &[1 << 24]]
             }
@@ -418,6 +429,7 @@ impl Spec {
         match self.op {
             Op::RmsNorm | Op::AddRmsNorm => &[&[1, 1], &[3, 100], &[2, 600]],
             Op::Softmax => &[&[3, 1], &[4, 77], &[2, 700]],
+            Op::Argmax => &[&[1, 1], &[3, 100], &[2, 2500]],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => {
                 &[&[1], &[1000]]
             }
@@ -479,6 +491,7 @@ impl Spec {
             Op::RmsNorm | Op::AddRmsNorm => &[&[512, 4096], &[2048, 4096]],
             // Attention scores: 32 heads x T queries, T keys.
             Op::Softmax => &[&[32 * 512, 512], &[32 * 2048, 2048]],
+            Op::Argmax => &[&[1, 128_256], &[1, 262_144]],
             // Residual at T = 512, feed-forward activations at T = 2048.
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &[&[512 * 4096], &[2048 * 14336]],
             Op::Gemm | Op::QuantGemm => ANCHOR_GEMMS,
@@ -557,6 +570,8 @@ impl Spec {
             Op::RmsNorm => vec![(d[0] * d[1], 2.0), (d[1], 1.5)],
             Op::AddRmsNorm => vec![(d[0] * d[1], 2.0), (d[0] * d[1], 1.0), (d[1], 1.5)],
             Op::Softmax => vec![(d[0] * d[1], 8.0)],
+            // Ties planted by [`Spec::fill_tables`].
+            Op::Argmax => vec![(d[0] * d[1], 8.0)],
             Op::Add => vec![(d[0], 1.0), (d[0], 1.0)],
             // Activations see both tails of the sigmoid.
             Op::SiluMul | Op::GeluMul => vec![(d[0], 4.0), (d[0], 1.0)],
@@ -610,8 +625,20 @@ impl Spec {
     }
 
     /// Overwrites the inputs that are not random: rope's sin and cos tables, for positions
-    /// `ROPE_START - ROPE_ROW0..` as the GPU backend computes them.
+    /// `ROPE_START - ROPE_ROW0..` as the GPU backend computes them; attention partials with
+    /// empty splits; argmax rows with tied maxima.
     pub fn fill_tables(&self, s: &Shape, inputs: &mut [Vec<f32>]) {
+        if self.op == Op::Argmax {
+            // Each row's maximum twice, a third and two thirds in (different threads' shares):
+            // the first must win.
+            let cols = s.0[1];
+            for row in inputs[0].chunks_mut(cols) {
+                let top = row.iter().fold(f32::MIN, |m, &v| m.max(v)) + 1.0;
+                row[cols / 3] = top;
+                row[2 * cols / 3] = top;
+            }
+            return;
+        }
         if self.op == Op::AttentionCombine {
             let (splits, dv) = (s.0[3], s.0[2]);
             for (i, state) in inputs[0].chunks_mut(dv + 2).enumerate() {
@@ -656,6 +683,7 @@ impl Spec {
         let d = &s.0;
         match self.op {
             Op::RmsNorm | Op::AddRmsNorm | Op::Softmax | Op::AddBias => d[0] * d[1],
+            Op::Argmax => d[0],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => d[0],
             Op::Gemm | Op::Matvec | Op::QuantGemm | Op::Dequant => d[0] * d[1],
             Op::Attention => d[4] * d[0] * d[3],
@@ -741,6 +769,10 @@ impl Spec {
                 sum.iter().map(|&v| f64::from(v)).chain(normed).collect()
             }
             Op::Softmax => reference::softmax_rows(&inputs[0], d[1]),
+            Op::Argmax => inputs[0]
+                .chunks(d[1])
+                .map(|row| f64::from(zinc_models::sampler::argmax(row)))
+                .collect(),
             Op::Add => reference::zip_map(&inputs[0], &inputs[1], |a, b| a + b),
             Op::SiluMul => {
                 reference::zip_map(&inputs[0], &inputs[1], |a, b| reference::silu(a) * b)

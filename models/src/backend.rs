@@ -118,6 +118,11 @@ pub trait Backend {
     ) -> Result<Self::Tensor>;
     /// Copies `x` to the host.
     fn to_host(&self, x: &Self::Tensor) -> Result<Vec<f32>>;
+    /// The index of the largest element of the one-row `logits` (the lowest among equals), as
+    /// [`crate::sampler::argmax`] picks it: greedy decoding.
+    fn argmax(&self, logits: &Self::Tensor) -> Result<u32> {
+        Ok(crate::sampler::argmax(&self.to_host(logits)?))
+    }
 }
 
 /// A weight matrix as the file stores it: `rows` rows of `cols` values of type `ty`, each row

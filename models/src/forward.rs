@@ -13,6 +13,7 @@ use crate::backend::{Backend, Logits};
 use crate::config::Config;
 use crate::cpu::Cpu;
 use crate::gguf::{Gguf, GgufError};
+use crate::sampler::Sampler;
 
 /// Why a model cannot be loaded or run.
 #[derive(Debug, Error)]
@@ -119,12 +120,34 @@ impl<B: Backend + 'static> Model<B> {
     /// one. `pos` may rewind the cache (earlier positions are kept, later ones forgotten) but
     /// not skip past it.
     pub fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, ModelError> {
-        self.run(tokens, pos, Logits::Last)
+        let logits = self.run(tokens, pos, Logits::Last)?;
+        self.backend
+            .to_host(&logits.expect("Logits::Last gives logits"))
     }
 
     /// As [`Model::forward`], but returns every position's logits, `[tokens][n_vocab]`.
     pub fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, ModelError> {
-        self.run(tokens, pos, Logits::All)
+        let logits = self.run(tokens, pos, Logits::All)?;
+        self.backend
+            .to_host(&logits.expect("Logits::All gives logits"))
+    }
+
+    /// As [`Model::forward`], then the next token as `sampler` picks it from the logits. Greedy
+    /// samplers take the backend's [`Backend::argmax`], so a GPU reads back one id, not the
+    /// vocabulary's logits.
+    pub fn forward_sample(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        sampler: &mut Sampler,
+    ) -> Result<u32, ModelError> {
+        let logits = self.run(tokens, pos, Logits::Last)?;
+        let logits = logits.expect("Logits::Last gives logits");
+        if sampler.is_greedy() {
+            self.backend.argmax(&logits)
+        } else {
+            Ok(sampler.sample(&self.backend.to_host(&logits)?))
+        }
     }
 
     /// As [`Model::forward`], but only fills the cache: no logits are computed (a prompt chunk
@@ -138,7 +161,12 @@ impl<B: Backend + 'static> Model<B> {
         self.backend.truncate(0);
     }
 
-    fn run(&mut self, tokens: &[u32], pos: usize, which: Logits) -> Result<Vec<f32>, ModelError> {
+    fn run(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        which: Logits,
+    ) -> Result<Option<B::Tensor>, ModelError> {
         let c = &self.config;
         if tokens.is_empty() {
             return Err(ModelError::NoTokens);

@@ -38,11 +38,16 @@ impl Sampler {
         }
     }
 
+    /// Whether this sampler always takes the most likely token.
+    pub fn is_greedy(&self) -> bool {
+        self.config.temperature <= 0.0
+    }
+
     /// The next token id. Filters apply in llama.cpp's order: top-k, then top-p on the
     /// untempered distribution, then temperature.
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
         let c = self.config;
-        if c.temperature <= 0.0 {
+        if self.is_greedy() {
             return argmax(logits);
         }
         let mut cand: Vec<(u32, f32)> = (0u32..).zip(logits.iter().copied()).collect();

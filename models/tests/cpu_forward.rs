@@ -9,7 +9,7 @@ use common::{ids, max_abs_diff};
 use zinc_models::forward::{Model, ModelError};
 use zinc_models::gguf::{write, Gguf, TensorSpec, Value};
 use zinc_models::quant::{quantize_row, GgmlType};
-use zinc_models::sampler::Rng;
+use zinc_models::sampler::{argmax, Rng, Sampler, SamplerConfig};
 
 const N_EMBD: usize = 64;
 const N_FF: usize = 96;
@@ -159,6 +159,32 @@ fn prefill_matches_decode_for_every_arch_and_type() {
                 "{arch} {ty} ingest"
             );
         }
+    }
+}
+
+#[test]
+fn sampling_after_a_forward_picks_from_its_logits() {
+    let mut model = Model::from_gguf(&tiny_model("llama", GgmlType::Q8_0, None)).unwrap();
+    let toks = tokens();
+    let logits = model.forward(&toks, 0).unwrap();
+    let mut greedy = Sampler::new(SamplerConfig::default());
+    assert_eq!(
+        model.forward_sample(&toks, 0, &mut greedy).unwrap(),
+        argmax(&logits)
+    );
+    assert_eq!(model.position(), toks.len());
+
+    // A tempered sampler draws from the same logits with the same random numbers.
+    let config = SamplerConfig {
+        temperature: 1.5,
+        top_k: 20,
+        top_p: 0.9,
+        seed: 7,
+    };
+    let (mut on_host, mut in_model) = (Sampler::new(config), Sampler::new(config));
+    for _ in 0..5 {
+        let want = on_host.sample(&logits);
+        assert_eq!(model.forward_sample(&toks, 0, &mut in_model).unwrap(), want);
     }
 }
 

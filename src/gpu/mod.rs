@@ -128,6 +128,7 @@ struct Kernels {
     append_f16: Arc<Kernel>,
     attention_split: Arc<Kernel>,
     attention_combine: Arc<Kernel>,
+    argmax: Arc<Kernel>,
 }
 
 impl Kernels {
@@ -147,6 +148,7 @@ impl Kernels {
             append_f16: k("copy_f32_to_f16")?,
             attention_split: k("attention_split_f16")?,
             attention_combine: k("attention_combine")?,
+            argmax: k("argmax_rows")?,
         })
     }
 }
@@ -924,5 +926,20 @@ impl Backend for Gpu {
 
     fn to_host(&self, x: &Act) -> Result<Vec<f32>> {
         self.queue.stream.download(x).gpu()
+    }
+
+    fn argmax(&self, logits: &Act) -> Result<u32> {
+        let mut index = self.queue.stream.alloc::<i32>(1).gpu()?;
+        self.launch(
+            &self.kernels.argmax,
+            &mut [
+                logits.into(),
+                (&mut index).into(),
+                u32_arg(1)?,
+                u32_arg(logits.len())?,
+            ],
+        )?;
+        let index = self.queue.stream.download(&index).gpu()?[0];
+        u32::try_from(index).map_err(|_| GpuError::Unsupported("a negative argmax index").into())
     }
 }

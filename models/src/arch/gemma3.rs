@@ -4,7 +4,7 @@
 //! with the linear rope scaling). Gemma 4 builds on the layer body defined here.
 
 use super::{
-    layer_tensor, Attention, AttentionSpec, GatedFfn, Head, Loader, Residual, Transformer,
+    layer_tensor, Attention, AttentionSpec, GatedFfn, Head, Loader, LogitsOn, Residual, Transformer,
 };
 use crate::backend::{Activation, Backend, Logits, Result, RopeStyle, RopeTable};
 use crate::config::Config;
@@ -111,7 +111,7 @@ impl<B: Backend> Gemma3<B> {
 }
 
 impl<B: Backend> Transformer<B> for Gemma3<B> {
-    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>> {
+    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> LogitsOn<B> {
         let eps = self.eps;
         let mut x = Residual::new(self.head.embed(b, tokens)?);
         for (il, l) in self.layers.iter().enumerate() {

@@ -13,7 +13,9 @@
 //!   post-norm before the layer's post-FFN norm of their sum.
 
 use super::gemma3::Layer as Body;
-use super::{layer_tensor, load_experts, AttentionSpec, Head, Loader, Residual, Transformer};
+use super::{
+    layer_tensor, load_experts, AttentionSpec, Head, Loader, LogitsOn, Residual, Transformer,
+};
 use crate::backend::{Activation, Backend, Gating, Logits, Result, Router};
 use crate::config::Config;
 use crate::forward::ModelError;
@@ -122,7 +124,7 @@ impl<B: Backend> Gemma4<B> {
 }
 
 impl<B: Backend> Transformer<B> for Gemma4<B> {
-    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>> {
+    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> LogitsOn<B> {
         let eps = self.eps;
         let mut x = Residual::new(self.head.embed(b, tokens)?);
         for (il, l) in self.layers.iter().enumerate() {

@@ -3,8 +3,8 @@
 
 use super::qwen3moe::MoeFfn;
 use super::{
-    layer_tensor, pre_norm_residual, Attention, AttentionSpec, GatedFfn, Head, Loader, Residual,
-    Transformer,
+    layer_tensor, pre_norm_residual, Attention, AttentionSpec, GatedFfn, Head, Loader, LogitsOn,
+    Residual, Transformer,
 };
 use crate::backend::{Activation, Backend, Logits, Result, RopeStyle, RopeTable};
 use crate::config::Config;
@@ -98,7 +98,7 @@ impl<B: Backend> Llama<B> {
 }
 
 impl<B: Backend> Transformer<B> for Llama<B> {
-    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>> {
+    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> LogitsOn<B> {
         let mut x = Residual::new(self.head.embed(b, tokens)?);
         for (il, l) in self.layers.iter().enumerate() {
             pre_norm_residual(b, &mut x, &l.attn_norm, self.eps, |b, h| {

@@ -61,11 +61,14 @@ impl Arch {
     }
 }
 
+/// Logits left on backend `B`; None when none were asked for.
+type LogitsOn<B> = Result<Option<<B as Backend>::Tensor>>;
+
 /// A loaded network: runs tokens through its layers on backend `B`, filling its cache.
 pub(crate) trait Transformer<B: Backend> {
-    /// Logits of `tokens` at positions `start..`; the backend's cache holds exactly `start`
-    /// positions.
-    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>>;
+    /// Logits of `tokens` at positions `start..`, on the backend (None for [`Logits::None`]);
+    /// the backend's cache holds exactly `start` positions.
+    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> LogitsOn<B>;
 }
 
 pub(crate) fn load<B: Backend + 'static>(
@@ -412,10 +415,10 @@ impl<B: Backend> Head<B> {
         b.embed(&self.embed, tokens, self.embed_scale)
     }
 
-    /// Logits of the final hidden states `x` (`[tokens][n_embd]`), on the host.
-    fn logits(&self, b: &B, x: &mut Residual<B>, which: Logits) -> Result<Vec<f32>> {
+    /// Logits of the final hidden states `x` (`[tokens][n_embd]`), on the backend.
+    fn logits(&self, b: &B, x: &mut Residual<B>, which: Logits) -> LogitsOn<B> {
         let h = match which {
-            Logits::None => return Ok(Vec::new()),
+            Logits::None => return Ok(None),
             Logits::Last => {
                 let last = b.last_row(x.settle(b)?, self.n_embd)?;
                 b.rms_norm(&last, &self.output_norm, self.eps)?
@@ -426,7 +429,7 @@ impl<B: Backend> Head<B> {
         if let Some(cap) = self.final_softcap {
             b.softcap(&mut logits, cap)?;
         }
-        b.to_host(&logits)
+        Ok(Some(logits))
     }
 }
 

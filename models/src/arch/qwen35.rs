@@ -8,8 +8,8 @@
 
 use super::qwen3moe::{MoeFfn, SharedExpert};
 use super::{
-    layer_tensor, pre_norm_residual, Attention, AttentionParams, GatedFfn, Head, Loader, Residual,
-    Transformer, Values,
+    layer_tensor, pre_norm_residual, Attention, AttentionParams, GatedFfn, Head, Loader, LogitsOn,
+    Residual, Transformer, Values,
 };
 use crate::backend::{
     Activation, Backend, DeltaNetShape, DeltaNetStep, Logits, Result, RopeStyle, RopeTable,
@@ -89,7 +89,7 @@ impl<B: Backend> Qwen35<B> {
 }
 
 impl<B: Backend> Transformer<B> for Qwen35<B> {
-    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> Result<Vec<f32>> {
+    fn forward(&self, b: &mut B, tokens: &[u32], start: usize, which: Logits) -> LogitsOn<B> {
         let mut x = Residual::new(self.head.embed(b, tokens)?);
         for (il, l) in self.layers.iter().enumerate() {
             pre_norm_residual(b, &mut x, &l.attn_norm, self.eps, |b, h| match &l.mixer {
