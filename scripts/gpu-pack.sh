@@ -3,6 +3,8 @@
 #   .carry/zinc             the engine, kernels embedded (no LLVM: checked below)
 #   .carry/check_examples   the runtime's GPU check of the compiled examples
 #   .carry/examples/        examples/*.tile compiled for sm_90 (NAME.ptx + NAME.json)
+#   .carry/llama.cpp.tar.gz llama.cpp's sources (from the llama-cpp-python sdist) for
+#                           scripts/gpu-llama-bench.sh, without what llama-bench does not build
 # Then, on the GPU machine, from the repository root: scripts/gpu-run.sh (see docs/GPU.md).
 # Honours CARGO_TARGET_DIR; ZINC_ARCHS picks the archs embedded in zinc (default sm_89,sm_90,sm_120).
 set -euo pipefail
@@ -26,6 +28,18 @@ cp "$target/zinc" "$target/examples/check_examples" "$carry/"
 # Symbols are not needed there, and the carried folder has a size limit.
 strip "$carry/zinc" "$carry/check_examples" 2>/dev/null || true
 "$target/zincc" build --arch sm_90 examples/*.tile -o "$carry/examples" >/dev/null
+
+# llama.cpp for the side-by-side bench: 8 MB instead of the sdist's 77 (vocabularies, docs,
+# tests, web UI and other GPU backends left out).
+sources=$(scripts/build-llama-cpp.sh --sdist-only | sed -n 's/^llama.cpp sources: //p')
+tar -czf "$carry/llama.cpp.tar.gz" -C "$(dirname "$sources")" \
+    --exclude='llama.cpp/.git*' --exclude='llama.cpp/models' --exclude='llama.cpp/docs' \
+    --exclude='llama.cpp/tests' --exclude='llama.cpp/benches' --exclude='llama.cpp/conversion' \
+    --exclude='llama.cpp/tools/ui' --exclude='llama.cpp/tools/server' \
+    --exclude='llama.cpp/ggml/src/ggml-vulkan' --exclude='llama.cpp/ggml/src/ggml-sycl' \
+    --exclude='llama.cpp/ggml/src/ggml-metal' --exclude='llama.cpp/ggml/src/ggml-cann' \
+    --exclude='llama.cpp/ggml/src/ggml-opencl' --exclude='llama.cpp/ggml/src/ggml-webgpu' \
+    llama.cpp
 
 echo "gpu-pack: $carry is ready ($(du -sh "$carry" | cut -f1)):"
 ls -l "$carry" "$carry/examples"
