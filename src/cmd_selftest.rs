@@ -38,14 +38,17 @@ pub fn run(args: &Args) -> Result<()> {
             continue;
         };
         for shape in spec.shapes(name, &args.shapes, spec.selftest_shapes()) {
-            let outcome =
-                check(&registry, &stream, name, spec, &shape).map_err(|e| format!("{e:#}"));
-            rows.push(Row {
-                kernel: name.to_string(),
-                shape: spec.describe(&shape),
-                tolerance: spec.tolerance(&shape),
-                outcome,
-            });
+            match check(&registry, &stream, name, spec, &shape) {
+                Ok(outputs) => {
+                    rows.extend(outputs.into_iter().enumerate().map(|(i, errors)| Row {
+                        kernel: output_label(name, spec, i),
+                        shape: spec.describe(&shape),
+                        tolerance: spec.output_tolerance(i, &shape),
+                        outcome: Ok(errors),
+                    }))
+                }
+                Err(e) => rows.push(Row::failed(name, &spec.describe(&shape), &format!("{e:#}"))),
+            }
         }
     }
     if rows.is_empty() {
@@ -60,18 +63,19 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// The kernel's outputs at one shape, each compared with its reference.
 fn check(
     registry: &Registry,
     stream: &Stream,
     name: &str,
     spec: &Spec,
     shape: &Shape,
-) -> Result<Errors> {
+) -> Result<Vec<Errors>> {
     let kernel = registry.kernel(name)?;
     let inputs = harness::random_inputs(spec, shape);
     let len = spec.output_len(shape);
-    let outputs = (0..spec.outputs())
-        .map(|_| ElemBuf::poisoned(stream, spec.out, len + GUARD))
+    let outputs = (spec.output_elems().into_iter())
+        .map(|elem| ElemBuf::poisoned(stream, elem, len + GUARD))
         .collect::<Result<_>>()?;
     let mut case = DeviceCase::upload(stream, spec, &inputs, outputs, spec.scalars(shape))?;
     case.launch(&kernel, stream).context("launch")?;
@@ -82,16 +86,27 @@ fn check(
         .map(|out| out.download_f64(stream))
         .collect::<Result<Vec<_>>>()
         .context("running the kernel")?;
-    let (got, guards) = split_guards(&got, len);
-    Ok(Errors::new(&got, &spec.reference(shape, &inputs), &guards))
+    Ok(compare_outputs(&got, &spec.reference(shape, &inputs), len))
 }
 
-/// Output buffers of `len` elements and their guards past the end, as the outputs one after
-/// another (the reference's order) and the guards one after another.
-fn split_guards(outputs: &[Vec<f64>], len: usize) -> (Vec<f64>, Vec<f64>) {
-    let got = outputs.iter().flat_map(|o| &o[..len]).copied().collect();
-    let guards = outputs.iter().flat_map(|o| &o[len..]).copied().collect();
-    (got, guards)
+/// Each output buffer (`len` elements and guards past the end) against its part of `want`,
+/// which holds the outputs one after another.
+fn compare_outputs(outputs: &[Vec<f64>], want: &[f64], len: usize) -> Vec<Errors> {
+    outputs
+        .iter()
+        .enumerate()
+        .map(|(i, got)| Errors::new(&got[..len], &want[i * len..][..len], &got[len..]))
+        .collect()
+}
+
+/// The selftest row name of output `i`: the kernel's, with the output's number when it has
+/// several.
+fn output_label(name: &str, spec: &Spec, i: usize) -> String {
+    match spec.outputs() {
+        1 => name.to_string(),
+        _ if spec.half_copy && i + 1 == spec.outputs() => format!("{name} [f16 copy]"),
+        _ => format!("{name} [output {i}]"),
+    }
 }
 
 /// A kernel output compared with its reference.
@@ -426,8 +441,8 @@ mod tests {
                         })
                     })
                     .collect();
-                args.extend((0..spec.outputs()).map(|_| {
-                    Arg::Buffer(match spec.out {
+                args.extend(spec.output_elems().into_iter().map(|elem| {
+                    Arg::Buffer(match elem {
                         Elem::F32 => Buffer::from_f32(&vec![f32::NAN; len + GUARD]),
                         Elem::F16 => Buffer::from_f16(&vec![f16::NAN; len + GUARD]),
                         // Integer poison, read back as NaN (harness::widen_i32).
@@ -447,9 +462,10 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{name} at {shape}: {e}"));
                 let outputs: Vec<Vec<f64>> = args[inputs.len()..][..spec.outputs()]
                     .iter()
-                    .map(|arg| {
+                    .zip(spec.output_elems())
+                    .map(|(arg, elem)| {
                         let out = arg.buffer().unwrap();
-                        match spec.out {
+                        match elem {
                             Elem::F32 => out.to_f32().into_iter().map(f64::from).collect(),
                             Elem::F16 => out.to_f16().into_iter().map(f64::from).collect(),
                             Elem::I8 => out.to_vec().into_iter().map(harness::widen_i8).collect(),
@@ -458,12 +474,14 @@ mod tests {
                         }
                     })
                     .collect();
-                let (got, guards) = split_guards(&outputs, len);
-                let errors = Errors::new(&got, &spec.reference(&shape, &inputs), &guards);
-                assert!(
-                    errors.passes(spec.tolerance(&shape)),
-                    "{name} at {shape}: {errors:?}"
-                );
+                let want = spec.reference(&shape, &inputs);
+                for (i, errors) in compare_outputs(&outputs, &want, len).iter().enumerate() {
+                    assert!(
+                        errors.passes(spec.output_tolerance(i, &shape)),
+                        "{} at {shape}: {errors:?}",
+                        output_label(name, spec, i)
+                    );
+                }
             }
         }
     }

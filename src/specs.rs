@@ -109,12 +109,19 @@ pub struct Spec {
     /// The last input is a weight matrix stored as raw GGUF blocks of this type (u32 words);
     /// its values are drawn as f32 and quantized by models/src/quant.
     pub weight: Option<GgmlType>,
+    /// After its outputs the kernel writes the last one again rounded to f16, for the
+    /// tensor-core GEMMs that read it next (the `_f32h` kernels).
+    pub half_copy: bool,
 }
 
 pub const SPECS: &[Spec] = &[
     spec("rmsnorm_f32", Op::RmsNorm, Elem::F32, Elem::F32),
     spec("rmsnorm_f16", Op::RmsNorm, Elem::F32, Elem::F16),
     spec("add_rmsnorm_f32", Op::AddRmsNorm, Elem::F32, Elem::F32),
+    with_half_copy("rmsnorm_f32h", Op::RmsNorm),
+    with_half_copy("add_rmsnorm_f32h", Op::AddRmsNorm),
+    with_half_copy("silu_mul_f32h", Op::SiluMul),
+    with_half_copy("gelu_mul_f32h", Op::GeluMul),
     spec("softmax_rows", Op::Softmax, Elem::F32, Elem::F32),
     spec("argmax_rows", Op::Argmax, Elem::F32, Elem::I32),
     spec("add_f32", Op::Add, Elem::F32, Elem::F32),
@@ -180,6 +187,15 @@ const fn spec(kernel: &'static str, op: Op, input: Elem, out: Elem) -> Spec {
         input,
         out,
         weight: None,
+        half_copy: false,
+    }
+}
+
+/// An f32 kernel that also writes its last output in f16 ([`Spec::half_copy`]).
+const fn with_half_copy(kernel: &'static str, op: Op) -> Spec {
+    Spec {
+        half_copy: true,
+        ..spec(kernel, op, Elem::F32, Elem::F32)
     }
 }
 
@@ -191,6 +207,7 @@ const fn quant(kernel: &'static str, op: Op, ty: GgmlType, out: Elem) -> Spec {
         input: Elem::F32,
         out,
         weight: Some(ty),
+        half_copy: false,
     }
 }
 
@@ -202,6 +219,7 @@ const fn quant_gemm(kernel: &'static str, ty: GgmlType) -> Spec {
         input: Elem::F16,
         out: Elem::F32,
         weight: Some(ty),
+        half_copy: false,
     }
 }
 
@@ -212,6 +230,9 @@ pub fn spec_for(name: &str) -> Option<&'static Spec> {
 }
 
 pub const RMS_EPS: f32 = 1e-5;
+
+/// Rounding to f16 alone costs up to 2^-11 of the value.
+const F16_TOLERANCE: f64 = 1e-3;
 
 /// The largest magnitude of random i8 inputs: the symmetric range of quantized activations.
 pub const I8_MAX: f32 = 127.0;
@@ -669,12 +690,29 @@ impl Spec {
         inputs[2] = cos.concat();
     }
 
-    /// The number of output views, each of [`Spec::output_len`] elements; the reference holds
-    /// them one after another.
-    pub fn outputs(&self) -> usize {
-        match self.op {
+    /// The element type of each output view, each of [`Spec::output_len`] elements; the
+    /// reference holds them one after another.
+    pub fn output_elems(&self) -> Vec<Elem> {
+        let computed = match self.op {
             Op::AddRmsNorm => 2,
             _ => 1,
+        };
+        let half = self.half_copy.then_some(Elem::F16);
+        std::iter::repeat_n(self.out, computed)
+            .chain(half)
+            .collect()
+    }
+
+    pub fn outputs(&self) -> usize {
+        self.output_elems().len()
+    }
+
+    /// [`Spec::tolerance`] for output `i`; the f16 copy may differ by its rounding.
+    pub fn output_tolerance(&self, i: usize, s: &Shape) -> f64 {
+        if self.half_copy && i + 1 == self.outputs() {
+            F16_TOLERANCE
+        } else {
+            self.tolerance(s)
         }
     }
 
@@ -753,8 +791,19 @@ impl Spec {
         scalars
     }
 
-    /// The exact result for `inputs` (as made by [`Spec::inputs`]).
+    /// The exact result for `inputs` (as made by [`Spec::inputs`]): every output, one after
+    /// another.
     pub fn reference(&self, s: &Shape, inputs: &[Vec<f32>]) -> Vec<f64> {
+        let mut want = self.computed(s, inputs);
+        if self.half_copy {
+            let last = want.len() - self.output_len(s);
+            want.extend_from_within(last..);
+        }
+        want
+    }
+
+    /// The outputs the kernel computes, before an f16 copy.
+    fn computed(&self, s: &Shape, inputs: &[Vec<f32>]) -> Vec<f64> {
         let d = &s.0;
         match self.op {
             Op::RmsNorm => reference::rmsnorm(&inputs[0], &inputs[1], f64::from(RMS_EPS)),
@@ -836,8 +885,7 @@ impl Spec {
     /// The largest acceptable error at a shape, relative to the largest reference magnitude.
     pub fn tolerance(&self, s: &Shape) -> f64 {
         match (self.out, self.op) {
-            // Rounding to f16 alone costs up to 2^-11 of the value.
-            (Elem::F16, _) => 1e-3,
+            (Elem::F16, _) => F16_TOLERANCE,
             // One correctly rounded f32 operation (none for a copy).
             (Elem::F32, Op::Add | Op::AddBias | Op::Scale | Op::Embed | Op::Copy) => 1e-6,
             // Two products and a sum.
@@ -892,8 +940,8 @@ impl Spec {
 
     /// The minimal DRAM traffic: every input read once, every output written once.
     pub fn traffic(&self, s: &Shape) -> f64 {
-        let out = self.outputs() * self.output_len(s);
-        self.input_bytes(s) as f64 + (self.out.size() * out) as f64
+        let out: usize = self.output_elems().iter().map(|e| e.size()).sum();
+        self.input_bytes(s) as f64 + (out * self.output_len(s)) as f64
     }
 
     /// The bytes of all inputs on the device (quantized weights at their GGUF size).
@@ -1080,8 +1128,8 @@ mod tests {
                 },
             })
             .collect();
-        args.extend((0..spec.outputs()).map(|_| ArgDesc::Buffer {
-            elem: dtype(spec.out),
+        args.extend(spec.output_elems().into_iter().map(|elem| ArgDesc::Buffer {
+            elem: dtype(elem),
             len: spec.output_len(shape),
             mutable: true,
         }));

@@ -172,13 +172,16 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> 
 
 /// The RMS norm for `rows` rows: a block of 1024 threads for decode-size batches, where one
 /// block per row leaves the GPU idle and 256 threads walk a 4096-wide row in 16 dependent steps;
-/// with `fused_add`, the residual add before it in the same pass.
-pub fn rmsnorm(rows: usize, fused_add: bool) -> &'static str {
-    match (rows <= MATVEC_MAX_T, fused_add) {
-        (true, false) => "rmsnorm_f32@BLOCK=1024",
-        (false, false) => "rmsnorm_f32",
-        (true, true) => "add_rmsnorm_f32@BLOCK=1024",
-        (false, true) => "add_rmsnorm_f32",
+/// with `fused_add`, the residual add before it in the same pass; with `half_copy`, the output
+/// also in f16 (for prefill-size batches, whose products read f16).
+pub fn rmsnorm(rows: usize, fused_add: bool, half_copy: bool) -> &'static str {
+    match (rows <= MATVEC_MAX_T, fused_add, half_copy) {
+        (_, false, true) => "rmsnorm_f32h",
+        (_, true, true) => "add_rmsnorm_f32h",
+        (true, false, false) => "rmsnorm_f32@BLOCK=1024",
+        (false, false, false) => "rmsnorm_f32",
+        (true, true, false) => "add_rmsnorm_f32@BLOCK=1024",
+        (false, true, false) => "add_rmsnorm_f32",
     }
 }
 
@@ -224,7 +227,13 @@ mod tests {
     fn dispatched_kernels_exist() {
         let mut names = vec![gemm_f16(1).to_string(), gemm_f16(4096).to_string()];
         for fused_add in [false, true] {
-            names.extend([rmsnorm(1, fused_add), rmsnorm(512, fused_add)].map(String::from));
+            for half_copy in [false, true] {
+                let norms = [
+                    rmsnorm(1, fused_add, half_copy),
+                    rmsnorm(512, fused_add, half_copy),
+                ];
+                names.extend(norms.map(String::from));
+            }
         }
         for d in [64, 128, 256] {
             names.push(flash_attention(d, d, 512).unwrap().to_string());

@@ -17,7 +17,7 @@ pub mod dispatch;
 #[cfg(test)]
 mod tests;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::rc::Rc;
@@ -118,6 +118,8 @@ struct Kernels {
     add: Arc<Kernel>,
     silu_mul: Arc<Kernel>,
     gelu_mul: Arc<Kernel>,
+    silu_mul_half: Arc<Kernel>,
+    gelu_mul_half: Arc<Kernel>,
     to_f16: Arc<Kernel>,
     embed: Arc<Kernel>,
     copy: Arc<Kernel>,
@@ -138,6 +140,8 @@ impl Kernels {
             add: k("add_f32")?,
             silu_mul: k("silu_mul_f32")?,
             gelu_mul: k("gelu_mul_f32")?,
+            silu_mul_half: k("silu_mul_f32h")?,
+            gelu_mul_half: k("gelu_mul_f32h")?,
             to_f16: k("f32_to_f16")?,
             embed: k("embed_f16")?,
             copy: k("copy_f32")?,
@@ -196,6 +200,11 @@ pub struct Gpu {
     rope_tables: RefCell<HashMap<Vec<u64>, Rc<RopeRows>>>,
     /// A row of ones for weightless norms, grown as needed.
     ones: RefCell<Option<Rc<DeviceBuffer<f32>>>>,
+    /// The model's hidden width: norms of whole hidden rows feed products.
+    n_embd: usize,
+    /// Tokens of the forward pass running (set by the embedding), for the gated products, which
+    /// write f16 too when the down projection reads it ([`products_read_half`]).
+    batch: Cell<usize>,
 }
 
 /// The kinds of matrix product the dispatch chooses a kernel for.
@@ -235,6 +244,14 @@ impl std::ops::Deref for Act {
 }
 
 impl Act {
+    /// `f32`, and its f16 copy if a kernel wrote one.
+    fn with_half(f32: DeviceBuffer<f32>, f16: Option<DeviceBuffer<f16>>) -> Act {
+        Act {
+            f32,
+            f16: RefCell::new(f16.map(Rc::new)),
+        }
+    }
+
     /// The tensor in f16, converted on first use.
     fn half(&self, queue: &Queue, to_f16: &Kernel) -> Result<Rc<DeviceBuffer<f16>>> {
         if let Some(h) = &*self.f16.borrow() {
@@ -381,6 +398,8 @@ impl Gpu {
             products: RefCell::default(),
             rope_tables: RefCell::default(),
             ones: RefCell::default(),
+            n_embd: config.n_embd,
+            batch: Cell::new(0),
         })
     }
 
@@ -509,27 +528,33 @@ impl Gpu {
         Ok(rows)
     }
 
-    fn norm(&self, x: &Act, w: &DeviceBuffer<f32>, eps: f32) -> Result<Act> {
-        self.norm_rows(x, w, w.len(), eps)
-    }
-
-    /// RMS norm of rows of `cols`, by the first `cols` weights of `w`.
+    /// RMS norm of rows of `cols`, by the first `cols` weights of `w`. Norms of whole hidden
+    /// rows feed products, so they also write f16 when products read it; per-head ones (QK
+    /// norms) feed rope.
     fn norm_rows(&self, x: &Act, w: &DeviceBuffer<f32>, cols: usize, eps: f32) -> Result<Act> {
         let mut y = self.alloc(x.len())?;
         let rows = x.len() / cols;
-        self.launch(
-            &*self.kernel(dispatch::rmsnorm(rows, false))?,
-            &mut [
-                x.into(),
-                w.into(),
-                (&mut y).into(),
-                u32_arg(rows)?,
-                u32_arg(cols)?,
-                eps.into(),
-            ],
-        )?;
-        Ok(y.into())
+        let half = products_read_half(rows) && cols == self.n_embd;
+        let mut y16 = self.half_copy(half, x.len())?;
+        let mut args = vec![x.into(), w.into(), (&mut y).into()];
+        args.extend(y16.as_mut().map(Arg::from));
+        args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
+        let kernel = self.kernel(dispatch::rmsnorm(rows, false, half))?;
+        self.launch(&kernel, &mut args)?;
+        Ok(Act::with_half(y, y16))
     }
+
+    /// An f16 buffer of `len` for a kernel's copy of its output, if `half`.
+    fn half_copy(&self, half: bool, len: usize) -> Result<Option<DeviceBuffer<f16>>> {
+        half.then(|| self.queue.stream.alloc::<f16>(len))
+            .transpose()
+            .gpu()
+    }
+}
+
+/// Whether products of `rows` rows run on the tensor cores, which read f16 inputs.
+fn products_read_half(rows: usize) -> bool {
+    rows > dispatch::MATVEC_MAX_T
 }
 
 /// A size as the kernels' u32 scalar, refusing what does not fit.
@@ -593,6 +618,7 @@ impl Backend for Gpu {
     }
 
     fn embed(&self, table: &Matrix, tokens: &[u32], scale: f32) -> Result<Act> {
+        self.batch.set(tokens.len());
         let ids = self.queue.stream.upload(tokens).gpu()?;
         let mut y = self.alloc(tokens.len() * table.in_dim)?;
         let n_tokens = u32_arg(tokens.len())?;
@@ -680,7 +706,7 @@ impl Backend for Gpu {
     }
 
     fn rms_norm(&self, x: &Act, weight: &DeviceBuffer<f32>, eps: f32) -> Result<Act> {
-        self.norm(x, weight, eps)
+        self.norm_rows(x, weight, weight.len(), eps)
     }
 
     fn rms_norm_unit(&self, x: &Act, width: usize, eps: f32) -> Result<Act> {
@@ -846,17 +872,23 @@ impl Backend for Gpu {
     }
 
     fn glu(&self, activation: Activation, gate: &Act, x: &Act) -> Result<Act> {
-        let kernel = match activation {
-            Activation::Silu => &self.kernels.silu_mul,
-            Activation::GeluTanh => &self.kernels.gelu_mul,
-            Activation::Sigmoid => return unsupported("sigmoid-gated attention"),
+        // The gated product feeds the down projection only.
+        let half = products_read_half(self.batch.get());
+        let k = &self.kernels;
+        let kernel = match (activation, half) {
+            (Activation::Silu, false) => &k.silu_mul,
+            (Activation::Silu, true) => &k.silu_mul_half,
+            (Activation::GeluTanh, false) => &k.gelu_mul,
+            (Activation::GeluTanh, true) => &k.gelu_mul_half,
+            (Activation::Sigmoid, _) => return unsupported("sigmoid-gated attention"),
         };
         let mut y = self.alloc(x.len())?;
-        self.launch(
-            kernel,
-            &mut [gate.into(), x.into(), (&mut y).into(), u32_arg(x.len())?],
-        )?;
-        Ok(y.into())
+        let mut y16 = self.half_copy(half, x.len())?;
+        let mut args = vec![gate.into(), x.into(), (&mut y).into()];
+        args.extend(y16.as_mut().map(Arg::from));
+        args.push(u32_arg(x.len())?);
+        self.launch(kernel, &mut args)?;
+        Ok(Act::with_half(y, y16))
     }
 
     fn gate_rows(&self, _: &mut Act, _: &Act) -> Result<()> {
@@ -882,23 +914,20 @@ impl Backend for Gpu {
     ) -> Result<Act> {
         let cols = weight.len();
         let rows = x.len() / cols;
+        let half = products_read_half(rows);
         let mut sum = self.alloc(x.len())?;
         let mut h = self.alloc(x.len())?;
+        let mut h16 = self.half_copy(half, x.len())?;
+        let mut args = vec![(&*x).into(), y.into(), weight.into()];
+        args.extend([(&mut sum).into(), (&mut h).into()]);
+        args.extend(h16.as_mut().map(Arg::from));
+        args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
         self.launch(
-            &*self.kernel(dispatch::rmsnorm(rows, true))?,
-            &mut [
-                (&*x).into(),
-                y.into(),
-                weight.into(),
-                (&mut sum).into(),
-                (&mut h).into(),
-                u32_arg(rows)?,
-                u32_arg(cols)?,
-                eps.into(),
-            ],
+            &*self.kernel(dispatch::rmsnorm(rows, true, half))?,
+            &mut args,
         )?;
         *x = sum.into();
-        Ok(h.into())
+        Ok(Act::with_half(h, h16))
     }
 
     fn scale(&self, x: &mut Act, s: f32) -> Result<()> {
