@@ -136,10 +136,11 @@ pub fn attention_partials(
     start: usize,
     p: &AttentionParams,
     split: usize,
+    keys: usize,
 ) -> Vec<f64> {
     let dv = p.head_dim_v;
     let n_tokens = q.len() / (p.n_head * p.head_dim_k);
-    let n_splits = (start + n_tokens).div_ceil(split);
+    let n_splits = keys.div_ceil(split);
     let group = p.n_head / p.n_head_kv;
     let mut out = vec![0.0; n_tokens * p.n_head * n_splits * (dv + 2)];
     out.par_chunks_mut(n_splits * (dv + 2))
@@ -371,7 +372,7 @@ mod tests {
         };
         let wave = |n: usize, f: f32| (0..n).map(|i| (i as f32 * f).sin()).collect::<Vec<_>>();
         let (q, k, v) = (wave(4 * 3 * 3, 1.3), wave(10 * 3, 0.7), wave(10 * 2, 2.1));
-        let parts = attention_partials(&q, &k, &v, 6, &p, 4);
+        let parts = attention_partials(&q, &k, &v, 6, &p, 4, 10);
         let parts: Vec<f32> = parts.iter().map(|&x| x as f32).collect();
         // The last token (position 9) sees keys 5..=9: nothing in slice 0.
         let last = &parts[(3 * 3 + 2) * 3 * 4..][..4];

@@ -41,6 +41,8 @@ pub enum Op {
     AttentionCombine,
     /// Rotary position embedding from per-token sin and cos tables.
     Rope,
+    /// f32 rows appended to an f16 KV cache at a position.
+    Append,
     /// Rows of an f16 table gathered by u32 token ids, scaled.
     Embed,
     /// `y[y_off..][..n] = x[x_off..][..n]`; the rest of y untouched.
@@ -174,7 +176,8 @@ pub const SPECS: &[Spec] = &[
     quant("embed_q8_0", Op::Embed, GgmlType::Q8_0, Elem::F32),
     quant("embed_q5_0", Op::Embed, GgmlType::Q5_0, Elem::F32),
     spec("copy_f32", Op::Copy, Elem::F32, Elem::F32),
-    spec("copy_f32_to_f16", Op::Copy, Elem::F32, Elem::F16),
+    // f32 rows, then the u32 position offset.
+    spec("append_f16", Op::Append, Elem::F32, Elem::F16),
     spec("add_bias_f32", Op::AddBias, Elem::F32, Elem::F32),
     spec("scale_f32", Op::Scale, Elem::F32, Elem::F32),
     spec("softcap_f32", Op::Softcap, Elem::F32, Elem::F32),
@@ -251,6 +254,16 @@ pub const ROPE_START: usize = 1000;
 /// The tables hold this many rows before the first token's, which the kernel must skip.
 pub const ROPE_ROW0: usize = 3;
 
+/// Of those rows, the kernel is told this many through its device-side position offset (as in a
+/// decode step replayed from a CUDA graph), the rest as a scalar.
+pub const ROPE_AT: usize = 2;
+
+/// The part of a position that kernels taking one both ways (scalar plus device offset) get on
+/// the device in the tests: half, so that a kernel dropping either part fails.
+fn device_part(pos: usize) -> usize {
+    pos / 2
+}
+
 /// The attention kernel's widest head (its `D_MAX`).
 pub const ATTENTION_MAX_HEAD_DIM: usize = 512;
 
@@ -286,6 +299,8 @@ impl Spec {
             Op::AttentionCombine => &["heads", "T", "dv", "splits"],
             // n_rot of head_dim dimensions rotated; neox 1 pairs (i, i + n_rot / 2), 0 (2i, 2i + 1).
             Op::Rope => &["heads", "T", "head_dim", "n_rot", "neox"],
+            // n elements (rows of `row`) at position `pos`.
+            Op::Append => &["pos", "row", "n"],
             Op::Embed => &["vocab", "T", "cols"],
             Op::Copy => &["x_off", "y_off", "n"],
             Op::AddBias => &["rows", "cols"],
@@ -430,13 +445,18 @@ impl Spec {
                 &[49152, 1, 576],
                 &[32768, 7, 640],
             ],
+            // KV cache appends (8 KV heads of 128) in prefill and decode.
+            Op::Append => &[
+                &[0, 1, 1],
+                &[5, 24, 48],
+                &[0, 1024, 512 * 1024],
+                &[4000, 1024, 1024],
+            ],
             Op::Copy => &[
                 &[0, 0, 1],
                 &[100, 50, 300],
                 &[3, 5, 1_000_003],
-                // KV cache appends (8 KV heads of 128) in prefill and decode; a last row.
-                &[0, 0, 512 * 1024],
-                &[0, 4000 * 1024, 1024],
+                // A last row.
                 &[511 * 4096, 0, 4096],
             ],
             Op::AddBias => &[&[1, 1], &[37, 1000], &[512, 4096], &[3, 151_936]],
@@ -502,6 +522,7 @@ impl Spec {
             ],
             Op::Embed => &[&[7, 4, 300], &[5, 1, 1], &[9, 3, 512], &[4, 2, 96]],
             Op::Copy => &[&[0, 0, 1], &[100, 50, 300]],
+            Op::Append => &[&[0, 1, 1], &[3, 40, 80], &[2, 7, 5]],
             Op::AddBias => &[&[1, 1], &[3, 200]],
         }
     }
@@ -544,8 +565,9 @@ impl Spec {
             Op::AttentionCombine => &[&[32, 1, 128, 16], &[32, 8, 128, 16]],
             Op::Rope => &[&[32, 512, 128, 128, 1], &[32, 2048, 128, 128, 1]],
             Op::Embed => &[&[32000, 512, 4096], &[32000, 2048, 4096]],
-            // KV cache appends.
-            Op::Copy => &[&[0, 0, 512 * 1024], &[0, 0, 2048 * 1024]],
+            // KV cache appends in prefill and decode; a last row.
+            Op::Append => &[&[0, 1024, 512 * 1024], &[4000, 1024, 1024]],
+            Op::Copy => &[&[511 * 4096, 0, 4096]],
             Op::AddBias => &[&[512, 4096], &[2048, 4096]],
             Op::Scale | Op::Softcap => &[&[512 * 4096], &[2048 * 14336]],
         }
@@ -612,20 +634,26 @@ impl Spec {
                 (d[5] * d[1] * d[2], 1.0),
                 (d[5] * d[1] * d[3], 1.0),
             ],
+            // Then the position offset ([`Spec::fill_tables`]).
             Op::AttentionSplit => vec![
                 (d[4] * d[0] * d[2], 4.0),
                 (d[5] * d[1] * d[2], 1.0),
                 (d[5] * d[1] * d[3], 1.0),
+                (1, 1.0),
             ],
             // Scores spread over 16 (m), sums of exponentials made positive, some splits
             // emptied ([`Spec::fill_tables`]).
             Op::AttentionCombine => vec![(d[1] * d[0] * d[3] * (d[2] + 2), 8.0)],
             // x, then sin and cos ([`Spec::fill_tables`] overwrites them).
+            // x, sin, cos, the position offset ([`Spec::fill_tables`] writes the last three).
             Op::Rope => vec![
                 (d[1] * d[0] * d[2], 1.0),
                 ((ROPE_ROW0 + d[1]) * d[3] / 2, 1.0),
                 ((ROPE_ROW0 + d[1]) * d[3] / 2, 1.0),
+                (1, 1.0),
             ],
+            // The rows, then the position offset ([`Spec::fill_tables`]).
+            Op::Append => vec![(d[2], 1.0), (1, 1.0)],
             Op::Embed if self.weight.is_some() => vec![(d[1], d[0] as f32), (d[0] * d[2], 1.0)],
             Op::Embed => vec![(d[0] * d[2], 1.0), (d[1], d[0] as f32)],
             Op::Copy => vec![(d[0] + d[2], 1.0)],
@@ -641,6 +669,7 @@ impl Spec {
         match (self.op, i, self.weight) {
             (Op::Embed, 1, None) | (Op::Embed, 0, Some(_)) => Elem::U32,
             (Op::AttentionSplit, 0, _) => Elem::F32,
+            (Op::AttentionSplit, 3, _) | (Op::Rope, 3, _) | (Op::Append, 1, _) => Elem::U32,
             _ => self.input,
         }
     }
@@ -672,6 +701,14 @@ impl Spec {
             }
             return;
         }
+        let at = match self.op {
+            Op::Rope => ROPE_AT,
+            Op::Append => device_part(s.0[0]),
+            Op::AttentionSplit => device_part(attention_params(s).1),
+            _ => return,
+        };
+        let last = inputs.len() - 1;
+        inputs[last] = vec![at as f32];
         if self.op != Op::Rope {
             return;
         }
@@ -725,9 +762,10 @@ impl Spec {
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => d[0],
             Op::Gemm | Op::Matvec | Op::QuantGemm | Op::Dequant => d[0] * d[1],
             Op::Attention => d[4] * d[0] * d[3],
-            Op::AttentionSplit => d[4] * d[0] * d[5].div_ceil(d[8]) * (d[3] + 2),
+            Op::AttentionSplit => d[4] * d[0] * split_keys(s).div_ceil(d[8]) * (d[3] + 2),
             Op::AttentionCombine => d[1] * d[0] * d[2],
             Op::Rope => d[1] * d[0] * d[2],
+            Op::Append => d[0] * d[1] + d[2],
             Op::Embed => d[1] * d[2],
             Op::Copy => d[1] + d[2],
         }
@@ -766,15 +804,16 @@ impl Spec {
                     p.head_dim_k,
                     p.head_dim_v,
                     d[4],
-                    start,
+                    start - device_part(start),
                 ]);
                 a.push(ScalarValue::U32(p.window.unwrap_or(0) as u32));
                 a.push(ScalarValue::F32(p.scale));
                 a.push(ScalarValue::F32(p.softcap.unwrap_or(0.0)));
-                a.push(ScalarValue::U32(d[8] as u32));
+                a.extend(u32s(&[d[8], split_keys(s)]));
                 return a;
             }
-            Op::Rope => u32s(&[d[0], d[1], d[2], d[3] / 2, d[4], ROPE_ROW0]),
+            Op::Rope => u32s(&[d[0], d[1], d[2], d[3] / 2, d[4], ROPE_ROW0 - ROPE_AT]),
+            Op::Append => u32s(&[d[0] - device_part(d[0]), d[1], d[2]]),
             // Quantized tables also take their row count (planar layouts need it).
             Op::Embed if self.weight.is_some() => u32s(d),
             Op::Embed => u32s(&[d[1], d[2]]),
@@ -845,9 +884,14 @@ impl Spec {
             }
             Op::AttentionSplit => {
                 let (p, start) = attention_params(s);
-                reference::attention_partials(&inputs[0], &inputs[1], &inputs[2], start, &p, d[8])
+                let (q, k, v) = (&inputs[0], &inputs[1], &inputs[2]);
+                reference::attention_partials(q, k, v, start, &p, d[8], split_keys(s))
             }
             Op::AttentionCombine => reference::combine_partials(&inputs[0], d[2], d[3]),
+            // NaN: the cache before the position, which the kernel must leave alone.
+            Op::Append => std::iter::repeat_n(f64::NAN, d[0] * d[1])
+                .chain(inputs[0].iter().map(|&v| f64::from(v)))
+                .collect(),
             Op::Rope => {
                 let skip = ROPE_ROW0 * d[3] / 2;
                 let (sin, cos) = (&inputs[1][skip..], &inputs[2][skip..]);
@@ -932,6 +976,8 @@ impl Spec {
                 };
                 Cost::Bytes((d[1] * (row + 4)) as f64 + out)
             }
+            // n f32 read, n f16 written; the rest of the cache is not touched.
+            Op::Append => Cost::Bytes((6 * d[2]) as f64),
             // n elements each way; the rest of x and y is not touched.
             Op::Copy => Cost::Bytes(((4 + self.out.size()) * d[2]) as f64),
             _ => Cost::Bytes(self.traffic(s)),
@@ -1028,6 +1074,12 @@ pub fn attention_params(s: &Shape) -> (AttentionParams, usize) {
         softcap: (d[7] > 0).then_some(d[7] as f32),
     };
     (p, d[5] - d[4])
+}
+
+/// The keys `attention_split_f16`'s grid covers at a shape: one split past the cache, as in a
+/// decode step replayed from a CUDA graph captured at a shorter cache.
+fn split_keys(s: &Shape) -> usize {
+    s.0[5] + s.0[8]
 }
 
 /// The value of compile-time parameter `name` in a variant's registry key

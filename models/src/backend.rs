@@ -123,6 +123,18 @@ pub trait Backend {
     fn argmax(&self, logits: &Self::Tensor) -> Result<u32> {
         Ok(crate::sampler::argmax(&self.to_host(logits)?))
     }
+    /// One greedy decoding step: `forward` runs the network on `token` at position `pos` (the
+    /// cache holds `pos` positions) and gives the logits; returns their argmax. A backend may
+    /// record a step's work once and replay it at later positions (CUDA graphs).
+    fn greedy_step(
+        &mut self,
+        _token: u32,
+        _pos: usize,
+        forward: &mut dyn FnMut(&mut Self) -> Result<Self::Tensor>,
+    ) -> Result<u32> {
+        let logits = forward(self)?;
+        self.argmax(&logits)
+    }
 }
 
 /// A weight matrix as the file stores it: `rows` rows of `cols` values of type `ty`, each row

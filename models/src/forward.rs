@@ -141,6 +141,14 @@ impl<B: Backend + 'static> Model<B> {
         pos: usize,
         sampler: &mut Sampler,
     ) -> Result<u32, ModelError> {
+        if let ([token], true) = (tokens, sampler.is_greedy()) {
+            self.prepare(tokens, pos)?;
+            let net = &self.net;
+            return self.backend.greedy_step(*token, pos, &mut |b| {
+                let logits = net.forward(b, tokens, pos, Logits::Last)?;
+                Ok(logits.expect("Logits::Last gives logits"))
+            });
+        }
         let logits = self.run(tokens, pos, Logits::Last)?;
         let logits = logits.expect("Logits::Last gives logits");
         if sampler.is_greedy() {
@@ -167,6 +175,13 @@ impl<B: Backend + 'static> Model<B> {
         pos: usize,
         which: Logits,
     ) -> Result<Option<B::Tensor>, ModelError> {
+        self.prepare(tokens, pos)?;
+        self.net.forward(&mut self.backend, tokens, pos, which)
+    }
+
+    /// Checks `tokens` at `pos` against the model and its cache, and forgets the cache from
+    /// `pos` on.
+    fn prepare(&mut self, tokens: &[u32], pos: usize) -> Result<(), ModelError> {
         let c = &self.config;
         if tokens.is_empty() {
             return Err(ModelError::NoTokens);
@@ -192,6 +207,6 @@ impl<B: Backend + 'static> Model<B> {
             });
         }
         self.backend.truncate(pos);
-        self.net.forward(&mut self.backend, tokens, pos, which)
+        Ok(())
     }
 }

@@ -18,7 +18,7 @@ pub mod dispatch;
 mod tests;
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::convert::Infallible;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -34,7 +34,7 @@ use zinc_models::forward::ModelError;
 use zinc_models::gguf::Gguf;
 use zinc_models::quant::GgmlType;
 use zinc_runtime::half::f16;
-use zinc_runtime::{Arg, Device, DeviceBuffer, Event, Grid, Kernel, RuntimeError, Stream};
+use zinc_runtime::{Arg, Device, DeviceBuffer, Event, Graph, Grid, Kernel, RuntimeError, Stream};
 
 use crate::registry::{Registry, RegistryError};
 
@@ -149,7 +149,7 @@ impl Kernels {
             scale: k("scale_f32")?,
             softcap: k("softcap_f32")?,
             rope: k("rope_f32")?,
-            append_f16: k("copy_f32_to_f16")?,
+            append_f16: k("append_f16")?,
             attention_split: k("attention_split_f16")?,
             attention_combine: k("attention_combine")?,
             argmax: k("argmax_rows")?,
@@ -205,6 +205,38 @@ pub struct Gpu {
     /// Tokens of the forward pass running (set by the embedding), for the gated products, which
     /// write f16 too when the down projection reads it ([`products_read_half`]).
     batch: Cell<usize>,
+    /// A device zero: the position offset of kernels launched with their position from the host.
+    no_offset: DeviceBuffer<u32>,
+    /// Greedy decode steps as CUDA graphs (`ZINC_GRAPHS=1`), if enabled.
+    graphs: Option<DecodeGraphs>,
+}
+
+/// Greedy decode steps recorded as CUDA graphs and replayed: the step's token and position live
+/// in device memory, which the recorded kernels read, so one graph serves every position up to
+/// its key capacity (its attention grid covers that many keys).
+struct DecodeGraphs {
+    token: DeviceBuffer<u32>,
+    position: DeviceBuffer<u32>,
+    next: DeviceBuffer<i32>,
+    /// Recorded graphs by key capacity.
+    recorded: HashMap<usize, Graph>,
+    /// Capacities whose step has run once without recording, loading its kernels and filling
+    /// the backend's caches (nothing may do that during a capture).
+    warmed: HashSet<usize>,
+    /// While a step runs in replayable form: its key capacity.
+    replaying: Option<usize>,
+}
+
+/// Whether `ZINC_GRAPHS=1` asks for decode steps as CUDA graphs (off by default until measured
+/// on the H200).
+fn graphs_enabled() -> bool {
+    std::env::var("ZINC_GRAPHS").as_deref() == Ok("1")
+}
+
+/// The key capacity of the graph for a decode step over `needed` cached positions: a power of
+/// two (at least 256), at most the cache's `capacity`.
+fn graph_keys(needed: usize, capacity: usize) -> usize {
+    needed.max(256).next_power_of_two().min(capacity)
 }
 
 /// The kinds of matrix product the dispatch chooses a kernel for.
@@ -354,7 +386,8 @@ impl Gpu {
             Some(path) => Some(dispatch::TuneTable::load(path.as_ref())?),
             None => None,
         };
-        let stream = device.default_stream();
+        // A stream of its own: the legacy default stream cannot be captured into a graph.
+        let stream = device.new_stream()?;
         let registry = Registry::new(device.clone())?;
         let kernels = Kernels::load(&registry)?;
         let capacity = max_positions.min(config.context_length);
@@ -385,6 +418,19 @@ impl Gpu {
                 })
             })
             .collect::<std::result::Result<_, RuntimeError>>()?;
+        let no_offset = stream.alloc_zeros(1)?;
+        let graphs = if graphs_enabled() {
+            Some(DecodeGraphs {
+                token: stream.alloc_zeros(1)?,
+                position: stream.alloc_zeros(1)?,
+                next: stream.alloc_zeros(1)?,
+                recorded: HashMap::new(),
+                warmed: HashSet::new(),
+                replaying: None,
+            })
+        } else {
+            None
+        };
         Ok(Self {
             queue: Queue {
                 stream,
@@ -400,6 +446,8 @@ impl Gpu {
             ones: RefCell::default(),
             n_embd: config.n_embd,
             batch: Cell::new(0),
+            no_offset,
+            graphs,
         })
     }
 
@@ -487,6 +535,41 @@ impl Gpu {
         Ok(with_bias.into())
     }
 
+    /// A replayable decode step's work: `forward` reads the token and position from device
+    /// memory, and the argmax goes to device memory.
+    fn replayable_step(&mut self, forward: &mut dyn FnMut(&mut Self) -> Result<Act>) -> Result<()> {
+        let logits = forward(self)?;
+        let Self {
+            queue,
+            kernels,
+            graphs,
+            ..
+        } = self;
+        let graphs = graphs.as_mut().expect("graphs are on");
+        argmax_into(queue, kernels, &logits, &mut graphs.next)
+    }
+
+    /// [`Gpu::replayable_step`] recorded as the graph for `keys`, then launched once.
+    fn record_step(
+        &mut self,
+        keys: usize,
+        forward: &mut dyn FnMut(&mut Self) -> Result<Act>,
+    ) -> Result<()> {
+        let stream = self.queue.stream.clone();
+        let mut ran = Ok(());
+        let graph = stream.capture(|_| {
+            ran = self.replayable_step(forward);
+            Ok(())
+        });
+        ran?;
+        let graph = graph.gpu()?;
+        graph.upload().gpu()?;
+        graph.launch().gpu()?;
+        let graphs = self.graphs.as_mut().expect("graphs are on");
+        graphs.recorded.insert(keys, graph);
+        Ok(())
+    }
+
     /// `{family}_{type}`, e.g. `dequant_q4k`.
     fn quant_kernel(&self, family: &str, ty: GgmlType) -> Result<Arc<Kernel>> {
         let suffix = dispatch::quant_suffix(ty).expect("quantized weights have kernels");
@@ -550,6 +633,47 @@ impl Gpu {
             .transpose()
             .gpu()
     }
+}
+
+/// The argmax of the one-row `logits` into `index` on the device.
+fn argmax_into(
+    queue: &Queue,
+    kernels: &Kernels,
+    logits: &Act,
+    index: &mut DeviceBuffer<i32>,
+) -> Result<()> {
+    queue.launch(
+        &kernels.argmax,
+        &mut [
+            logits.into(),
+            index.into(),
+            u32_arg(1)?,
+            u32_arg(logits.len())?,
+        ],
+    )
+}
+
+/// A token id from argmax_rows's i32 index.
+fn token_of(index: i32) -> Result<u32> {
+    u32::try_from(index).map_err(|_| GpuError::Unsupported("a negative argmax index").into())
+}
+
+/// The position arguments of a kernel that takes one both ways: (host part, device offset). A
+/// replayable decode step reads all of it from device memory; other launches pass `start`.
+fn position_args<'a>(
+    graphs: &'a Option<DecodeGraphs>,
+    no_offset: &'a DeviceBuffer<u32>,
+    start: usize,
+) -> (usize, &'a DeviceBuffer<u32>) {
+    match graphs {
+        Some(g) if g.replaying.is_some() => (0, &g.position),
+        _ => (start, no_offset),
+    }
+}
+
+/// The key capacity of the replayable decode step running, if one is.
+fn replay_keys(graphs: &Option<DecodeGraphs>) -> Option<usize> {
+    graphs.as_ref().and_then(|g| g.replaying)
 }
 
 /// Whether products of `rows` rows run on the tensor cores, which read f16 inputs.
@@ -619,7 +743,15 @@ impl Backend for Gpu {
 
     fn embed(&self, table: &Matrix, tokens: &[u32], scale: f32) -> Result<Act> {
         self.batch.set(tokens.len());
-        let ids = self.queue.stream.upload(tokens).gpu()?;
+        let uploaded;
+        let ids = match &self.graphs {
+            // A replayable step reads its token from device memory.
+            Some(g) if g.replaying.is_some() => &g.token,
+            _ => {
+                uploaded = self.queue.stream.upload(tokens).gpu()?;
+                &uploaded
+            }
+        };
         let mut y = self.alloc(tokens.len() * table.in_dim)?;
         let n_tokens = u32_arg(tokens.len())?;
         let cols = u32_arg(table.in_dim)?;
@@ -627,7 +759,7 @@ impl Backend for Gpu {
             Weights::Quant { ty, blocks } => self.launch(
                 &*self.quant_kernel("embed", *ty)?,
                 &mut [
-                    (&ids).into(),
+                    ids.into(),
                     blocks.into(),
                     (&mut y).into(),
                     u32_arg(table.out_dim)?,
@@ -640,7 +772,7 @@ impl Backend for Gpu {
                 &self.kernels.embed,
                 &mut [
                     w.into(),
-                    (&ids).into(),
+                    ids.into(),
                     (&mut y).into(),
                     n_tokens,
                     cols,
@@ -747,6 +879,7 @@ impl Backend for Gpu {
         }
         let rows = self.rope_rows(rope)?;
         let neox = u32::from(rope.style() == RopeStyle::Neox);
+        let (start, at) = position_args(&self.graphs, &self.no_offset, start);
         let mut y = self.alloc(x.len())?;
         self.launch(
             &self.kernels.rope,
@@ -754,6 +887,7 @@ impl Backend for Gpu {
                 (&*x).into(),
                 (&rows.sin).into(),
                 (&rows.cos).into(),
+                at.into(),
                 (&mut y).into(),
                 u32_arg(n_heads)?,
                 u32_arg(n_tokens)?,
@@ -793,10 +927,13 @@ impl Backend for Gpu {
             kernels,
             cache,
             registry,
+            graphs,
+            no_offset,
             ..
         } = self;
         let cache = &mut cache[layer];
         debug_assert_eq!(cache.len, start, "the model truncates the cache first");
+        let (host_start, at) = position_args(graphs, no_offset, start);
         for (x, c, width) in [
             (k, &mut cache.k, p.head_dim_k),
             (v, &mut cache.v, p.head_dim_v),
@@ -805,9 +942,10 @@ impl Backend for Gpu {
                 &kernels.append_f16,
                 &mut [
                     x.into(),
+                    at.into(),
                     c.into(),
-                    u32_arg(0)?,
-                    u32_arg(start * p.n_head_kv * width)?,
+                    u32_arg(host_start)?,
+                    u32_arg(p.n_head_kv * width)?,
                     u32_arg(x.len())?,
                 ],
             )?;
@@ -817,17 +955,19 @@ impl Backend for Gpu {
             .stream
             .alloc(n_tokens * p.n_head * p.head_dim_v)
             .gpu()?;
-        let shape = [
-            u32_arg(p.n_head)?,
-            u32_arg(p.n_head_kv)?,
-            u32_arg(p.head_dim_k)?,
-            u32_arg(p.head_dim_v)?,
-            u32_arg(n_tokens)?,
-            u32_arg(start)?,
-            u32_arg(p.window.unwrap_or(0))?,
-            p.scale.into(),
-            p.softcap.unwrap_or(0.0).into(),
-        ];
+        let shape = |start| -> Result<[Arg<'static>; 9]> {
+            Ok([
+                u32_arg(p.n_head)?,
+                u32_arg(p.n_head_kv)?,
+                u32_arg(p.head_dim_k)?,
+                u32_arg(p.head_dim_v)?,
+                u32_arg(n_tokens)?,
+                u32_arg(start)?,
+                u32_arg(p.window.unwrap_or(0))?,
+                p.scale.into(),
+                p.softcap.unwrap_or(0.0).into(),
+            ])
+        };
         let flash = dispatch::flash_attention(p.head_dim_k, p.head_dim_v, n_tokens);
         if let Some(name) = flash {
             let qh = q.half(queue, &kernels.to_f16)?;
@@ -837,13 +977,15 @@ impl Backend for Gpu {
                 (&cache.v).into(),
                 (&mut o).into(),
             ];
-            args.extend(shape);
+            args.extend(shape(start)?);
             queue.launch(&*registry.kernel(name).gpu()?, &mut args)?;
             return Ok(o.into());
         }
-        // Few queries, or head widths without a flash build: split the keys over blocks.
-        let split = dispatch::attention_split(needed, p.n_head * n_tokens);
-        let n_splits = needed.div_ceil(split);
+        // Few queries, or head widths without a flash build: split the keys over blocks. A
+        // replayable step covers its graph's key capacity.
+        let keys = replay_keys(graphs).unwrap_or(needed);
+        let split = dispatch::attention_split(keys, p.n_head * n_tokens);
+        let n_splits = keys.div_ceil(split);
         let mut part: DeviceBuffer<f32> = queue
             .stream
             .alloc(n_tokens * p.n_head * n_splits * (p.head_dim_v + 2))
@@ -852,10 +994,11 @@ impl Backend for Gpu {
             q.into(),
             (&cache.k).into(),
             (&cache.v).into(),
+            at.into(),
             (&mut part).into(),
         ];
-        args.extend(shape);
-        args.push(u32_arg(split)?);
+        args.extend(shape(host_start)?);
+        args.extend([u32_arg(split)?, u32_arg(keys)?]);
         queue.launch(&kernels.attention_split, &mut args)?;
         queue.launch(
             &kernels.attention_combine,
@@ -959,16 +1102,55 @@ impl Backend for Gpu {
 
     fn argmax(&self, logits: &Act) -> Result<u32> {
         let mut index = self.queue.stream.alloc::<i32>(1).gpu()?;
-        self.launch(
-            &self.kernels.argmax,
-            &mut [
-                logits.into(),
-                (&mut index).into(),
-                u32_arg(1)?,
-                u32_arg(logits.len())?,
-            ],
-        )?;
-        let index = self.queue.stream.download(&index).gpu()?[0];
-        u32::try_from(index).map_err(|_| GpuError::Unsupported("a negative argmax index").into())
+        argmax_into(&self.queue, &self.kernels, logits, &mut index)?;
+        token_of(self.queue.stream.download(&index).gpu()?[0])
+    }
+
+    fn greedy_step(
+        &mut self,
+        token: u32,
+        pos: usize,
+        forward: &mut dyn FnMut(&mut Self) -> Result<Act>,
+    ) -> Result<u32> {
+        let profiling = self.queue.profile.borrow().is_some();
+        let Some(graphs) = self.graphs.as_mut().filter(|_| !profiling) else {
+            let logits = forward(self)?;
+            return self.argmax(&logits);
+        };
+        if pos + 1 > self.capacity {
+            return Err(GpuError::CacheFull {
+                needed: pos + 1,
+                capacity: self.capacity,
+            }
+            .into());
+        }
+        let keys = graph_keys(pos + 1, self.capacity);
+        let stream = self.queue.stream.clone();
+        stream.copy_to_device(&[token], &mut graphs.token).gpu()?;
+        let position = u32::try_from(pos).map_err(|_| GpuError::Unsupported("positions past 2^32"));
+        stream
+            .copy_to_device(&[position.gpu()?], &mut graphs.position)
+            .gpu()?;
+        if let Some(graph) = graphs.recorded.get(&keys) {
+            graph.launch().gpu()?;
+            // What the recorded forward pass did on the host.
+            self.cache.iter_mut().for_each(|layer| layer.len = pos + 1);
+        } else {
+            // The first step of a capacity runs as it will be recorded, loading its kernels and
+            // filling the caches; the second is recorded.
+            let record = !graphs.warmed.insert(keys);
+            graphs.replaying = Some(keys);
+            let ran = if record {
+                self.record_step(keys, forward)
+            } else {
+                self.replayable_step(forward)
+            };
+            if let Some(graphs) = self.graphs.as_mut() {
+                graphs.replaying = None;
+            }
+            ran?;
+        }
+        let graphs = self.graphs.as_ref().expect("graphs are on");
+        token_of(stream.download(&graphs.next).gpu()?[0])
     }
 }
