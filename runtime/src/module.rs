@@ -52,8 +52,8 @@ impl Kernel {
 impl Device {
     /// Loads PTX text as module `name`, or returns the module already loaded under that name
     /// (the name identifies the PTX; its text is not compared). A JIT failure carries the
-    /// driver's error log.
-    /// `Emulated` on the emulated device, which runs no PTX (see [`Device::load_kernel`]).
+    /// driver's error log. `Emulated` on the emulated device, which runs no PTX (see
+    /// [`Device::load_kernel`]).
     pub fn load_module(&self, name: &str, ptx: &str) -> Result<Arc<CudaModule>> {
         let DeviceKind::Cuda { ctx, modules } = &self.kind else {
             return Err(RuntimeError::Emulated("loading a PTX module"));
