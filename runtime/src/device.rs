@@ -233,19 +233,11 @@ mod tests {
 
     #[test]
     fn arch_name_from_compute_capability() {
+        // The emulated device reports an H200's figures.
         let props = DeviceProps {
-            ordinal: 0,
             name: "H200".into(),
-            compute_capability: (9, 0),
-            sm_count: 132,
-            warp_size: 32,
-            max_threads_per_block: 1024,
-            max_block_dims: [1024, 1024, 64],
-            max_grid_dims: [i32::MAX as u32, 65535, 65535],
-            max_shared_per_block: 48 * 1024,
-            max_shared_per_block_optin: 227 * 1024,
-            l2_bytes: 60 << 20,
             total_memory: 141 << 30,
+            ..emulated::props()
         };
         assert_eq!(props.arch(), "sm_90");
         assert_eq!(props.limits().max_shared_per_block_optin, 227 * 1024);
