@@ -134,3 +134,26 @@ fn value(v: ScalarValue) -> Value {
         ScalarValue::F64(x) => Value::F64(x),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{embedded, parse_manifest};
+
+    /// Every embedded module compiles to IR from the embedded sources with its defines, and has
+    /// every kernel its manifests name, so the emulated device can run any registry kernel.
+    #[test]
+    fn every_embedded_module_compiles_from_the_embedded_sources() {
+        let launcher = Interpreted::default();
+        for module in embedded()[0].modules {
+            let compiled = launcher.module(module.name).unwrap();
+            let interpreter = Interpreter::new(&compiled.module);
+            for entry in module.kernels {
+                let sig = parse_manifest(entry).unwrap();
+                let function = interpreter.kernel(&sig.name).unwrap();
+                assert_eq!(function.params.len(), sig.params.len(), "{}", entry.name);
+                assert_eq!(interpreter.block(&sig.name).unwrap(), sig.block);
+            }
+        }
+    }
+}
