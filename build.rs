@@ -7,6 +7,9 @@
 //! `$OUT_DIR/kernels.rs`: a static table, per arch, of PTX modules (one per family and variant,
 //! pulled in with `include_str!`) and each kernel's launch manifest, which `src/registry.rs`
 //! includes. A compile error fails the build with the compiler's rendered diagnostics.
+//!
+//! The table also carries every `.tile` source under `kernels/` (families and what they import),
+//! so that the emulated device (src/emulator.rs) can compile the kernels to IR at run time.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -58,6 +61,8 @@ impl Job {
 /// One compiled module for one arch.
 struct Module {
     key: String,
+    family: String,
+    defines: Vec<(String, String)>,
     ptx_path: PathBuf,
     /// (registry key, manifest JSON) per kernel.
     kernels: Vec<(String, String)>,
@@ -106,6 +111,8 @@ fn run() -> Result<(), String> {
                 .map_err(|e| format!("writing {}: {e}", ptx_path.display()))?;
             modules.push(Module {
                 key,
+                family: job.family.clone(),
+                defines: job.defines(),
                 ptx_path,
                 kernels: output
                     .kernels
@@ -116,9 +123,41 @@ fn run() -> Result<(), String> {
         }
     }
     check_unique_keys(&table)?;
+    let mut generated_text = render_table(&table);
+    generated_text += &render_sources(&kernels_dir)?;
     let generated = out_dir.join("kernels.rs");
-    fs::write(&generated, render_table(&table))
+    fs::write(&generated, generated_text)
         .map_err(|e| format!("writing {}: {e}", generated.display()))
+}
+
+/// `static KERNEL_SOURCES: &[(&str, &str)]`: every `.tile` file under `dir`, by its path
+/// relative to `dir` (how imports name them), sorted.
+fn render_sources(dir: &Path) -> Result<String, String> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        let entries = fs::read_dir(&at).map_err(|e| format!("reading {}: {e}", at.display()))?;
+        for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|x| x == "tile") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut s = String::from("static KERNEL_SOURCES: &[(&str, &str)] = &[\n");
+    for path in files {
+        let relative = path.strip_prefix(dir).map_err(|e| e.to_string())?;
+        let _ = writeln!(
+            s,
+            "    ({:?}, include_str!({:?})),",
+            relative.display().to_string(),
+            path.display().to_string()
+        );
+    }
+    s.push_str("];\n");
+    Ok(s)
 }
 
 fn env(name: &str) -> Result<String, String> {
@@ -215,8 +254,10 @@ fn render_table(table: &[(&str, Vec<Module>)]) -> String {
         for m in modules {
             let _ = writeln!(
                 s,
-                "        EmbeddedModule {{ name: {:?}, ptx: include_str!({:?}), kernels: &[",
+                "        EmbeddedModule {{ name: {:?}, family: {:?}, defines: &{:?}, ptx: include_str!({:?}), kernels: &[",
                 m.key,
+                m.family,
+                m.defines,
                 m.ptx_path.display().to_string()
             );
             for (key, manifest) in &m.kernels {

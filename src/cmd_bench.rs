@@ -312,8 +312,8 @@ impl Bench {
         let us = time_rotating(stream, sets, |i| {
             let (src, dst) = &mut buffers[i];
             stream
-                .cuda()
-                .memcpy_dtod(&src.view(), &mut dst.view_mut())
+                .cuda()?
+                .memcpy_dtod(&src.view()?, &mut dst.view_mut()?)
                 .map_err(|source| RuntimeError::Driver {
                     during: "copying device to device",
                     source,

@@ -1,6 +1,8 @@
-//! `zinc check-model -m FILE.gguf [-p PROMPT] [-n N] [--ctx C] [--tolerance T]`: runs a model on
-//! the GPU backend and on the CPU reference, the same tokens through both, and compares their
-//! logits at every prefill position and for `N` greedy decode steps.
+//! `zinc check-model -m FILE.gguf [-p PROMPT] [-n N] [--ctx C] [--ubatch U] [--tolerance T]`:
+//! runs a model on the GPU backend and on the CPU reference, the same tokens through both, and
+//! compares their logits at every prefill position and for `N` greedy decode steps. With
+//! `--ubatch`, the GPU prefills the prompt in chunks of that many tokens (the CPU in one).
+//! `ZINC_DEVICE=emulated` runs the GPU backend on the emulated device (src/emulator.rs).
 //!
 //! Per position: the relative error `max |gpu - cpu| / max |cpu|` and whether both pick the same
 //! top-1 token. A top-1 disagreement fails only when the CPU's own margin between the two picks
@@ -9,6 +11,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
+use zinc_models::backend::Backend;
 use zinc_models::forward::Model;
 use zinc_models::gguf::Gguf;
 use zinc_models::sampler::argmax;
@@ -35,13 +38,19 @@ pub struct Args {
     /// KV cache positions on the GPU.
     #[arg(long, default_value_t = 4096)]
     ctx: usize,
+    /// Prefill the prompt on the GPU in chunks of this many tokens (default: all at once).
+    #[arg(long)]
+    ubatch: Option<usize>,
     /// Largest relative logit error that passes.
-    #[arg(long, default_value_t = 2e-2)]
+    #[arg(long, default_value_t = DEFAULT_TOLERANCE)]
     tolerance: f32,
 }
 
+/// The relative logit error `check-model` allows by default.
+pub const DEFAULT_TOLERANCE: f32 = 2e-2;
+
 /// One position's comparison.
-struct Row {
+pub struct Row {
     what: String,
     rel_err: f32,
     top_cpu: u32,
@@ -75,7 +84,7 @@ impl Row {
         }
     }
 
-    fn passes(&self, tolerance: f32) -> bool {
+    pub fn passes(&self, tolerance: f32) -> bool {
         self.rel_err <= tolerance && self.margin <= tolerance
     }
 }
@@ -100,27 +109,54 @@ pub fn run(args: &Args) -> Result<()> {
         args.n_decode
     );
 
-    let n_vocab = cpu.config().n_vocab;
-    let (c, g) = (cpu.forward_all(&ids, 0)?, gpu.forward_all(&ids, 0)?);
+    let ubatch = args.ubatch.unwrap_or(ids.len());
+    anyhow::ensure!(ubatch > 0, "--ubatch must be at least 1");
+    let rows = compare(&mut cpu, &mut gpu, &ids, ubatch, args.n_decode)?;
+    verdict(&rows, args.tolerance)
+}
+
+/// Runs `ids` from position 0 and then `n_decode` greedy steps through both models and compares
+/// their logits at every position. `tested` prefills in chunks of `ubatch` tokens, `reference`
+/// in one.
+pub fn compare<B: Backend + 'static>(
+    reference: &mut Model,
+    tested: &mut Model<B>,
+    ids: &[u32],
+    ubatch: usize,
+    n_decode: usize,
+) -> Result<Vec<Row>> {
+    let n_vocab = reference.config().n_vocab;
+    let c = reference.forward_all(ids, 0)?;
+    let mut g = Vec::with_capacity(c.len());
+    for (i, chunk) in ids.chunks(ubatch).enumerate() {
+        g.extend(tested.forward_all(chunk, i * ubatch)?);
+    }
     let mut rows: Vec<Row> = c
         .chunks_exact(n_vocab)
         .zip(g.chunks_exact(n_vocab))
         .enumerate()
         .map(|(i, (c, g))| Row::new(format!("prefill {i}"), c, g))
         .collect();
-    // Both decode the CPU's greedy choice, so they see the same tokens throughout.
+    // Both decode the reference's greedy choice, so they see the same tokens throughout.
     let mut token = argmax(&c[c.len() - n_vocab..]);
-    for step in 0..args.n_decode {
+    for step in 0..n_decode {
         let pos = ids.len() + step;
-        let (c, g) = (cpu.forward(&[token], pos)?, gpu.forward(&[token], pos)?);
+        let (c, g) = (
+            reference.forward(&[token], pos)?,
+            tested.forward(&[token], pos)?,
+        );
         rows.push(Row::new(format!("decode {step}"), &c, &g));
         token = argmax(&c);
     }
+    Ok(rows)
+}
 
+/// Prints the comparison table; fails when a position differs beyond `tolerance`.
+pub fn verdict(rows: &[Row], tolerance: f32) -> Result<()> {
     println!("| position | rel. error | top-1 cpu | top-1 gpu | verdict |");
     println!("|---|---|---|---|---|");
-    for r in &rows {
-        let verdict = if !r.passes(args.tolerance) {
+    for r in rows {
+        let verdict = if !r.passes(tolerance) {
             "FAIL"
         } else if r.top_cpu != r.top_gpu {
             "ok (near-tie)"
@@ -135,11 +171,10 @@ pub fn run(args: &Args) -> Result<()> {
     let agree = rows.iter().filter(|r| r.top_cpu == r.top_gpu).count();
     let worst = rows.iter().map(|r| r.rel_err).fold(0f32, f32::max);
     println!(
-        "top-1 agreement {agree}/{}, max relative error {worst:.2e} (tolerance {:.0e})",
+        "top-1 agreement {agree}/{}, max relative error {worst:.2e} (tolerance {tolerance:.0e})",
         rows.len(),
-        args.tolerance
     );
-    let failed = rows.iter().filter(|r| !r.passes(args.tolerance)).count();
+    let failed = rows.iter().filter(|r| !r.passes(tolerance)).count();
     if failed > 0 {
         bail!(
             "{failed} of {} positions differ beyond the tolerance",

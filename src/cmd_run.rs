@@ -3,7 +3,6 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -16,6 +15,7 @@ use zinc_models::tokenizer::{Tokenizer, Vocab};
 use zinc_runtime::Device;
 
 use crate::gpu::{weight_bytes, Gpu, GpuError};
+use crate::harness;
 
 /// Where scripts/fetch-gemma3-270m.sh puts the project's default model.
 pub const DEFAULT_MODEL: &str = ".models/gemma-3-270m-q4_k_m.gguf";
@@ -109,11 +109,11 @@ pub fn gpu_model(gguf: &Gguf, ctx: usize, cpu: bool) -> Result<Option<(Model<Gpu
     if cpu {
         return Ok(None);
     }
-    if Device::count().unwrap_or(0) == 0 {
+    if !harness::emulation_requested() && Device::count().unwrap_or(0) == 0 {
         eprintln!("zinc: no GPU found; running on the CPU reference");
         return Ok(None);
     }
-    let device = Arc::new(Device::new(0)?);
+    let device = harness::open_device()?;
     let weights = weight_bytes(gguf);
     match Model::with_backend(gguf, |c| Ok(Gpu::new(&device, c, ctx, weights)?)) {
         Ok(model) => Ok(Some((model, device.props().name.clone()))),

@@ -15,9 +15,19 @@ use crate::reference;
 use crate::registry::Registry;
 use crate::specs::{Elem, Shape, Spec};
 
-/// Opens GPU 0. Errors stay one line ("no CUDA driver ...").
+/// Opens GPU 0, or with `ZINC_DEVICE=emulated` the emulated device, whose kernels the CPU
+/// interpreter runs (src/emulator.rs; slow, for tiny models). Errors stay one line ("no CUDA
+/// driver ...").
 pub fn open_device() -> Result<Arc<Device>> {
+    if emulation_requested() {
+        return Ok(Arc::new(crate::emulator::device()));
+    }
     Device::new(0).map(Arc::new).map_err(one_line)
+}
+
+/// Whether `ZINC_DEVICE=emulated` asks for the emulated device.
+pub fn emulation_requested() -> bool {
+    std::env::var_os("ZINC_DEVICE").is_some_and(|d| d == "emulated")
 }
 
 pub fn open_registry(device: &Arc<Device>) -> Result<Registry> {

@@ -9,6 +9,7 @@ mod cmd_info;
 mod cmd_run;
 mod cmd_selftest;
 mod cmd_synth;
+mod emulator;
 mod gpu;
 mod harness;
 mod reference;

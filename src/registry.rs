@@ -19,6 +19,10 @@ pub struct EmbeddedArch {
 /// One family (or variant) compiled to one PTX module.
 pub struct EmbeddedModule {
     pub name: &'static str,
+    /// The family: `kernels/FAMILY.tile`.
+    pub family: &'static str,
+    /// The variant's overrides of the family's defaults.
+    pub defines: &'static [(&'static str, &'static str)],
     pub ptx: &'static str,
     pub kernels: &'static [EmbeddedKernel],
 }
@@ -35,6 +39,23 @@ include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 /// Every arch this build carries kernels for.
 pub fn embedded() -> &'static [EmbeddedArch] {
     EMBEDDED
+}
+
+/// The module `name` of any embedded arch (every arch's modules of one name come from the same
+/// source and defines).
+pub fn embedded_module(name: &str) -> Option<&'static EmbeddedModule> {
+    EMBEDDED
+        .iter()
+        .flat_map(|a| a.modules)
+        .find(|m| m.name == name)
+}
+
+/// The source of `kernels/PATH` (a family, `lib/...` or `quant/...`) as this build compiled it.
+pub fn kernel_source(path: &str) -> Option<&'static str> {
+    KERNEL_SOURCES
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map(|(_, text)| *text)
 }
 
 #[derive(Debug, Error)]

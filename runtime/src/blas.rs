@@ -33,7 +33,11 @@ pub struct Blas {
 }
 
 impl Blas {
+    /// `Emulated` for a stream of the emulated device.
     pub fn new(stream: &Stream) -> Result<Blas> {
+        let cuda = stream
+            .cuda()
+            .map_err(|_| RuntimeError::Emulated("cuBLAS"))?;
         if !driver_present() {
             return Err(RuntimeError::NoDriver);
         }
@@ -41,7 +45,7 @@ impl Blas {
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
             return Err(RuntimeError::NoCublas);
         }
-        let inner = CudaBlas::new(stream.inner.clone()).during("creating a cuBLAS handle")?;
+        let inner = CudaBlas::new(cuda.clone()).during("creating a cuBLAS handle")?;
         Ok(Blas {
             inner,
             stream: stream.clone(),
@@ -69,8 +73,8 @@ impl Blas {
         let dim = |v: usize| i32::try_from(v).map_err(|_| RuntimeError::GemmTooLarge { t, n, k });
         let (m_, n_, k_) = (dim(n)?, dim(t)?, dim(k)?);
         let (alpha, beta) = (1.0f32, 0.0f32);
-        let stream = &self.stream.inner;
-        let (w_view, x_view, mut y_view) = (w.view(), x.view(), y.view_mut());
+        let stream = self.stream.cuda()?;
+        let (w_view, x_view, mut y_view) = (w.view()?, x.view()?, y.view_mut()?);
         let (w_ptr, _w_sync) = w_view.device_ptr(stream);
         let (x_ptr, _x_sync) = x_view.device_ptr(stream);
         let (y_ptr, _y_sync) = y_view.device_ptr_mut(stream);

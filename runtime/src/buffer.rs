@@ -1,8 +1,8 @@
 //! Typed device buffers and host <-> device copies.
 //!
-//! A buffer keeps its memory as bytes (`CudaSlice<u8>`) and its element type in the type
-//! parameter, so one allocation can be reused for any element type (see the pool) and kernel
-//! arguments of every type pass through one path.
+//! A buffer keeps its memory as bytes (`CudaSlice<u8>`, or host bytes on the emulated device)
+//! and its element type in the type parameter, so one allocation can be reused for any element
+//! type (see the pool) and kernel arguments of every type pass through one path.
 
 use std::marker::PhantomData;
 
@@ -10,20 +10,41 @@ use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
 
 use crate::dtype::DeviceElem;
 use crate::error::{During, Result, RuntimeError};
-use crate::stream::Stream;
+use crate::stream::{Stream, StreamKind};
+
+/// What unwritten emulated memory holds: all-ones bytes, NaN in every float type, so that reads
+/// of memory nothing wrote show in the results (as the interpreter does for shared memory).
+const UNWRITTEN: u8 = 0xff;
+
+/// The bytes behind a buffer: device memory, or host memory on the emulated device.
+#[derive(Debug)]
+pub enum Storage {
+    Cuda(CudaSlice<u8>),
+    Host(Vec<u8>),
+}
+
+impl Storage {
+    /// Bytes of the allocation.
+    pub fn size_bytes(&self) -> usize {
+        match self {
+            Storage::Cuda(raw) => raw.len(),
+            Storage::Host(bytes) => bytes.len(),
+        }
+    }
+}
 
 /// `len` elements of `T` in device memory.
 #[derive(Debug)]
 pub struct DeviceBuffer<T: DeviceElem> {
-    raw: CudaSlice<u8>,
+    raw: Storage,
     len: usize,
     _elem: PhantomData<T>,
 }
 
 impl<T: DeviceElem> DeviceBuffer<T> {
-    /// Wraps raw device bytes; `raw` must hold at least `len` elements.
-    pub(crate) fn from_raw(raw: CudaSlice<u8>, len: usize) -> Self {
-        debug_assert!(raw.len() >= len * size_of::<T>());
+    /// Wraps raw bytes; `raw` must hold at least `len` elements.
+    pub(crate) fn from_raw(raw: Storage, len: usize) -> Self {
+        debug_assert!(raw.size_bytes() >= len * size_of::<T>());
         DeviceBuffer {
             raw,
             len,
@@ -31,15 +52,15 @@ impl<T: DeviceElem> DeviceBuffer<T> {
         }
     }
 
-    pub(crate) fn into_raw(self) -> CudaSlice<u8> {
+    pub(crate) fn into_raw(self) -> Storage {
         self.raw
     }
 
-    pub(crate) fn raw(&self) -> &CudaSlice<u8> {
+    pub(crate) fn raw(&self) -> &Storage {
         &self.raw
     }
 
-    pub(crate) fn raw_mut(&mut self) -> &mut CudaSlice<u8> {
+    pub(crate) fn raw_mut(&mut self) -> &mut Storage {
         &mut self.raw
     }
 
@@ -53,38 +74,76 @@ impl<T: DeviceElem> DeviceBuffer<T> {
 
     /// Bytes of the underlying allocation (at least `len * size_of::<T>()`).
     pub fn capacity_bytes(&self) -> usize {
-        self.raw.len()
+        self.raw.size_bytes()
     }
 
-    /// A typed cudarc view, for cuBLAS and other cudarc APIs.
-    pub fn view(&self) -> CudaView<'_, T> {
+    /// A typed cudarc view, for cuBLAS and other cudarc APIs; `Emulated` for a buffer of the
+    /// emulated device.
+    pub fn view(&self) -> Result<CudaView<'_, T>> {
+        let Storage::Cuda(raw) = &self.raw else {
+            return Err(RuntimeError::Emulated("a cudarc view of a buffer"));
+        };
         // SAFETY: every DeviceElem is valid for any bit pattern; allocations are 256-byte aligned
         // and hold at least `len` elements.
-        unsafe { self.raw.transmute(self.len) }.expect("buffer holds len elements")
+        Ok(unsafe { raw.transmute(self.len) }.expect("buffer holds len elements"))
     }
 
-    pub fn view_mut(&mut self) -> CudaViewMut<'_, T> {
+    pub fn view_mut(&mut self) -> Result<CudaViewMut<'_, T>> {
         let len = self.len;
+        let Storage::Cuda(raw) = &mut self.raw else {
+            return Err(RuntimeError::Emulated("a cudarc view of a buffer"));
+        };
         // SAFETY: as in `view`.
-        unsafe { self.raw.transmute_mut(len) }.expect("buffer holds len elements")
+        Ok(unsafe { raw.transmute_mut(len) }.expect("buffer holds len elements"))
     }
+}
+
+/// The bytes of `values`.
+pub(crate) fn as_bytes<T: DeviceElem>(values: &[T]) -> &[u8] {
+    // SAFETY: DeviceElem is sealed to plain integer and float types: no padding, no pointers.
+    unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), size_of_val(values)) }
+}
+
+/// Elements of `T` read from the first `out.len()` elements' worth of `bytes`.
+fn read_elems<T: DeviceElem>(bytes: &[u8], out: &mut [T]) {
+    let n = size_of_val(out);
+    // SAFETY: `out` is `n` writable bytes, `bytes` has at least `n` (buffers hold `len`
+    // elements), the two do not overlap, and any bit pattern is a valid DeviceElem.
+    unsafe { std::ptr::copy_nonoverlapping(bytes[..n].as_ptr(), out.as_mut_ptr().cast(), n) }
 }
 
 impl Stream {
     /// Allocates `len` elements with unspecified contents (any bit pattern is a valid `T`).
     pub fn alloc<T: DeviceElem>(&self, len: usize) -> Result<DeviceBuffer<T>> {
-        // cuMemAlloc rejects zero bytes; an empty buffer still gets a valid address.
-        let bytes = (len * size_of::<T>()).max(1);
-        // SAFETY: the bytes are only read as DeviceElem types, valid for any bit pattern.
-        let raw = unsafe { self.inner.alloc::<u8>(bytes) }.during("allocating device memory")?;
-        Ok(DeviceBuffer::from_raw(raw, len))
+        Ok(DeviceBuffer::from_raw(
+            self.alloc_bytes(len * size_of::<T>())?,
+            len,
+        ))
+    }
+
+    /// `bytes` of fresh memory with unspecified contents.
+    pub(crate) fn alloc_bytes(&self, bytes: usize) -> Result<Storage> {
+        match &self.kind {
+            StreamKind::Cuda(stream) => {
+                // cuMemAlloc rejects zero bytes; an empty buffer still gets a valid address.
+                // SAFETY: the bytes are only read as DeviceElem types, valid for any bit pattern.
+                let raw = unsafe { stream.alloc::<u8>(bytes.max(1)) }
+                    .during("allocating device memory")?;
+                Ok(Storage::Cuda(raw))
+            }
+            StreamKind::Emulated => Ok(Storage::Host(vec![UNWRITTEN; bytes])),
+        }
     }
 
     pub fn alloc_zeros<T: DeviceElem>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         let mut buf = self.alloc(len)?;
-        self.inner
-            .memset_zeros(buf.raw_mut())
-            .during("zeroing device memory")?;
+        match (&self.kind, buf.raw_mut()) {
+            (StreamKind::Cuda(stream), Storage::Cuda(raw)) => {
+                stream.memset_zeros(raw).during("zeroing device memory")?
+            }
+            (_, Storage::Host(bytes)) => bytes.fill(0),
+            _ => return Err(RuntimeError::WrongDevice),
+        }
         Ok(buf)
     }
 
@@ -105,9 +164,17 @@ impl Stream {
         if host.is_empty() {
             return Ok(());
         }
-        self.inner
-            .memcpy_htod(host, &mut dst.view_mut())
-            .during("copying to the device")
+        match (&self.kind, &mut dst.raw) {
+            (StreamKind::Cuda(stream), Storage::Cuda(_)) => stream
+                .memcpy_htod(host, &mut dst.view_mut()?)
+                .during("copying to the device"),
+            (StreamKind::Emulated, Storage::Host(bytes)) => {
+                let src = as_bytes(host);
+                bytes[..src.len()].copy_from_slice(src);
+                Ok(())
+            }
+            _ => Err(RuntimeError::WrongDevice),
+        }
     }
 
     /// Copies a device buffer into a new vector (waits for the copy).
@@ -115,9 +182,17 @@ impl Stream {
         if src.is_empty() {
             return Ok(Vec::new());
         }
-        self.inner
-            .clone_dtoh(&src.view())
-            .during("copying to the host")
+        match (&self.kind, &src.raw) {
+            (StreamKind::Cuda(stream), Storage::Cuda(_)) => stream
+                .clone_dtoh(&src.view()?)
+                .during("copying to the host"),
+            (StreamKind::Emulated, Storage::Host(bytes)) => {
+                let mut out = vec![T::default(); src.len()];
+                read_elems(bytes, &mut out);
+                Ok(out)
+            }
+            _ => Err(RuntimeError::WrongDevice),
+        }
     }
 
     /// Copies `src` into `host`; the lengths must match.
@@ -126,9 +201,16 @@ impl Stream {
         if host.is_empty() {
             return Ok(());
         }
-        self.inner
-            .memcpy_dtoh(&src.view(), host)
-            .during("copying to the host")
+        match (&self.kind, &src.raw) {
+            (StreamKind::Cuda(stream), Storage::Cuda(_)) => stream
+                .memcpy_dtoh(&src.view()?, host)
+                .during("copying to the host"),
+            (StreamKind::Emulated, Storage::Host(bytes)) => {
+                read_elems(bytes, host);
+                Ok(())
+            }
+            _ => Err(RuntimeError::WrongDevice),
+        }
     }
 }
 

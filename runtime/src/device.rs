@@ -7,6 +7,7 @@ use cudarc::driver::sys::{CUdevice_attribute, CUresult};
 use cudarc::driver::{CudaContext, CudaModule, DriverError};
 
 use crate::check::DeviceLimits;
+use crate::emulated::{self, HostLauncher};
 use crate::error::{During, Result, RuntimeError};
 use crate::stream::Stream;
 
@@ -54,12 +55,21 @@ impl DeviceProps {
     }
 }
 
-/// An opened GPU: its context, properties and the PTX modules loaded into it.
+/// An opened GPU (its context, properties and the PTX modules loaded into it), or the emulated
+/// device (see [`Device::emulated`]).
 #[derive(Debug)]
 pub struct Device {
-    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) kind: DeviceKind,
     props: DeviceProps,
-    pub(crate) modules: Mutex<HashMap<String, Arc<CudaModule>>>,
+}
+
+#[derive(Debug)]
+pub(crate) enum DeviceKind {
+    Cuda {
+        ctx: Arc<CudaContext>,
+        modules: Mutex<HashMap<String, Arc<CudaModule>>>,
+    },
+    Emulated(Arc<dyn HostLauncher>),
 }
 
 impl Device {
@@ -84,10 +94,26 @@ impl Device {
         let ctx = CudaContext::new(ordinal).during("creating a context")?;
         let props = read_props(&ctx)?;
         Ok(Device {
-            ctx,
+            kind: DeviceKind::Cuda {
+                ctx,
+                modules: Mutex::new(HashMap::new()),
+            },
             props,
-            modules: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The emulated device: host memory, kernels run by `launcher` (see [`crate::emulated`]).
+    /// It reports an H200 (sm_90) and its limits.
+    pub fn emulated(launcher: Arc<dyn HostLauncher>) -> Device {
+        Device {
+            kind: DeviceKind::Emulated(launcher),
+            props: emulated::props(),
+        }
+    }
+
+    /// Whether this is the emulated device.
+    pub fn is_emulated(&self) -> bool {
+        matches!(self.kind, DeviceKind::Emulated(_))
     }
 
     pub fn props(&self) -> &DeviceProps {
@@ -96,7 +122,11 @@ impl Device {
 
     /// Bytes of device memory free now.
     pub fn free_memory(&self) -> Result<u64> {
-        self.ctx.bind_to_thread().during("binding the context")?;
+        let ctx = match &self.kind {
+            DeviceKind::Cuda { ctx, .. } => ctx,
+            DeviceKind::Emulated(_) => return Ok(emulated::EMULATED_MEMORY),
+        };
+        ctx.bind_to_thread().during("binding the context")?;
         let (free, _total) =
             cudarc::driver::result::mem_get_info().during("reading the free memory")?;
         Ok(free as u64)
@@ -104,14 +134,20 @@ impl Device {
 
     /// The context's default (legacy NULL) stream. It cannot be captured into a graph.
     pub fn default_stream(&self) -> Stream {
-        Stream::new(self.ctx.default_stream())
+        match &self.kind {
+            DeviceKind::Cuda { ctx, .. } => Stream::new(ctx.default_stream()),
+            DeviceKind::Emulated(_) => Stream::emulated(),
+        }
     }
 
     /// A new non-blocking stream.
     pub fn new_stream(&self) -> Result<Stream> {
-        Ok(Stream::new(
-            self.ctx.new_stream().during("creating a stream")?,
-        ))
+        match &self.kind {
+            DeviceKind::Cuda { ctx, .. } => {
+                Ok(Stream::new(ctx.new_stream().during("creating a stream")?))
+            }
+            DeviceKind::Emulated(_) => Ok(Stream::emulated()),
+        }
     }
 
     /// Stops cudarc from recording an event per buffer use. Needed before graph capture, whose
@@ -121,17 +157,26 @@ impl Device {
     /// Buffers allocated afterwards are no longer synchronized across streams: the caller
     /// orders every cross-stream use (and frees) by hand.
     pub unsafe fn disable_event_tracking(&self) {
-        // SAFETY: forwarded to the caller.
-        unsafe { self.ctx.disable_event_tracking() }
+        if let DeviceKind::Cuda { ctx, .. } = &self.kind {
+            // SAFETY: forwarded to the caller.
+            unsafe { ctx.disable_event_tracking() }
+        }
     }
 
     pub fn synchronize(&self) -> Result<()> {
-        self.ctx.synchronize().during("synchronizing the device")
+        match &self.kind {
+            DeviceKind::Cuda { ctx, .. } => ctx.synchronize().during("synchronizing the device"),
+            DeviceKind::Emulated(_) => Ok(()),
+        }
     }
 
-    /// The underlying cudarc context, for what this crate does not wrap.
-    pub fn cuda(&self) -> &Arc<CudaContext> {
-        &self.ctx
+    /// The underlying cudarc context, for what this crate does not wrap; `Emulated` on the
+    /// emulated device.
+    pub fn cuda(&self) -> Result<&Arc<CudaContext>> {
+        match &self.kind {
+            DeviceKind::Cuda { ctx, .. } => Ok(ctx),
+            DeviceKind::Emulated(_) => Err(RuntimeError::Emulated("a CUDA context")),
+        }
     }
 }
 
@@ -188,19 +233,11 @@ mod tests {
 
     #[test]
     fn arch_name_from_compute_capability() {
+        // The emulated device reports an H200's figures.
         let props = DeviceProps {
-            ordinal: 0,
             name: "H200".into(),
-            compute_capability: (9, 0),
-            sm_count: 132,
-            warp_size: 32,
-            max_threads_per_block: 1024,
-            max_block_dims: [1024, 1024, 64],
-            max_grid_dims: [i32::MAX as u32, 65535, 65535],
-            max_shared_per_block: 48 * 1024,
-            max_shared_per_block_optin: 227 * 1024,
-            l2_bytes: 60 << 20,
             total_memory: 141 << 30,
+            ..emulated::props()
         };
         assert_eq!(props.arch(), "sm_90");
         assert_eq!(props.limits().max_shared_per_block_optin, 227 * 1024);

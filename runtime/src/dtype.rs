@@ -118,7 +118,7 @@ mod sealed {
 }
 
 /// A type that device buffers can hold.
-pub trait DeviceElem: DeviceRepr + Copy + Send + Sync + 'static + sealed::Sealed {
+pub trait DeviceElem: DeviceRepr + Copy + Default + Send + Sync + 'static + sealed::Sealed {
     const DTYPE: DType;
 }
 

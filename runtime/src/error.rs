@@ -67,6 +67,15 @@ pub enum RuntimeError {
     GemmTooLarge { t: usize, n: usize, k: usize },
     #[error("stream capture produced an empty graph")]
     EmptyGraph,
+    #[error("{0} is not available on the emulated device")]
+    Emulated(&'static str),
+    #[error("a buffer or kernel of one device used with a stream of another (CUDA and emulated)")]
+    WrongDevice,
+    #[error("kernel `{kernel}` failed on the emulated device: {source}")]
+    HostLaunch {
+        kernel: String,
+        source: crate::emulated::HostLaunchError,
+    },
     #[error(transparent)]
     Signature(#[from] SignatureError),
     #[error(transparent)]

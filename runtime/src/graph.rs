@@ -23,14 +23,17 @@ impl Stream {
     /// The stream must not be the default stream (which cannot be captured), and buffers used
     /// inside should be allocated after [`crate::Device::disable_event_tracking`] so that no
     /// launch waits on an event recorded outside the capture. Capture is thread-local: other
-    /// threads may keep using CUDA meanwhile.
+    /// threads may keep using CUDA meanwhile. Refused with `Emulated` on the emulated device.
     pub fn capture(&self, record: impl FnOnce(&Stream) -> Result<()>) -> Result<Graph> {
-        self.inner
+        let stream = self
+            .cuda()
+            .map_err(|_| RuntimeError::Emulated("graph capture"))?;
+        stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .during("beginning stream capture")?;
         let recorded = record(self);
         // End the capture even when recording failed, so the stream stays usable.
-        let ended = self.inner.end_capture(CUgraphInstantiate_flags(0));
+        let ended = stream.end_capture(CUgraphInstantiate_flags(0));
         recorded?;
         let inner = ended
             .during("ending stream capture")?

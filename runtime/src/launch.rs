@@ -4,26 +4,27 @@
 use std::sync::atomic::Ordering;
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg};
 
-use crate::buffer::DeviceBuffer;
+use crate::buffer::{DeviceBuffer, Storage};
 use crate::check::{plan_launch, ArgDesc, Grid, LaunchDims};
 use crate::dtype::{DType, DeviceElem, ScalarValue};
-use crate::error::{During, Result};
-use crate::module::Kernel;
-use crate::stream::Stream;
+use crate::emulated::{HostArg, HostLauncher};
+use crate::error::{During, Result, RuntimeError};
+use crate::module::{Kernel, KernelFunc};
+use crate::stream::{Stream, StreamKind};
 
 /// One kernel argument. Build with `Arg::from(&buf)` for a buffer the kernel only reads,
 /// `Arg::from(&mut buf)` for one it writes, and `Arg::from(n)` for scalars.
 #[derive(Debug)]
 pub enum Arg<'a> {
     Buffer {
-        raw: &'a CudaSlice<u8>,
+        raw: &'a Storage,
         elem: DType,
         len: usize,
     },
     BufferMut {
-        raw: &'a mut CudaSlice<u8>,
+        raw: &'a mut Storage,
         elem: DType,
         len: usize,
     },
@@ -99,13 +100,31 @@ impl Kernel {
     pub fn launch(&self, stream: &Stream, grid: Grid, args: &mut [Arg<'_>]) -> Result<LaunchDims> {
         let descs: Vec<ArgDesc> = args.iter().map(Arg::desc).collect();
         let dims = plan_launch(&self.sig, &descs, grid, &self.limits)?;
+        match (&self.func, &stream.kind) {
+            (KernelFunc::Cuda(func), StreamKind::Cuda(stream)) => {
+                self.launch_cuda(func, stream, &dims, args)?;
+            }
+            (KernelFunc::Emulated { launcher, module }, StreamKind::Emulated) => {
+                self.launch_emulated(&**launcher, module, &dims, args)?;
+            }
+            _ => return Err(RuntimeError::WrongDevice),
+        }
+        Ok(dims)
+    }
+
+    fn launch_cuda(
+        &self,
+        func: &CudaFunction,
+        stream: &CudaStream,
+        dims: &LaunchDims,
+        args: &mut [Arg<'_>],
+    ) -> Result<()> {
         if dims.needs_shared_opt_in() && !self.shared_opt_in_done.load(Ordering::Relaxed) {
-            self.func
-                .set_attribute(
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    dims.dynamic_shared_bytes as i32,
-                )
-                .during("opting in to dynamic shared memory")?;
+            func.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                dims.dynamic_shared_bytes as i32,
+            )
+            .during("opting in to dynamic shared memory")?;
             self.shared_opt_in_done.store(true, Ordering::Relaxed);
         }
 
@@ -114,14 +133,23 @@ impl Kernel {
             block_dim: dims.block.into(),
             shared_mem_bytes: dims.dynamic_shared_bytes,
         };
-        let mut builder = stream.inner.launch_builder(&self.func);
+        let mut builder = stream.launch_builder(func);
         for arg in args.iter_mut() {
             match arg {
-                Arg::Buffer { raw, .. } => {
-                    builder.arg(*raw);
+                Arg::Buffer {
+                    raw: Storage::Cuda(raw),
+                    ..
+                } => {
+                    builder.arg(raw);
                 }
-                Arg::BufferMut { raw, .. } => {
-                    builder.arg(&mut **raw);
+                Arg::BufferMut {
+                    raw: Storage::Cuda(raw),
+                    ..
+                } => {
+                    builder.arg(raw);
+                }
+                Arg::Buffer { .. } | Arg::BufferMut { .. } => {
+                    return Err(RuntimeError::WrongDevice)
                 }
                 Arg::Scalar(v) => push_scalar(&mut builder, v),
             }
@@ -130,7 +158,41 @@ impl Kernel {
         // (checked above against the manifest the compiler wrote with this PTX), and every
         // buffer outlives the launch through cudarc's stream-ordered frees.
         unsafe { builder.launch(cfg) }.during("launching a kernel")?;
-        Ok(dims)
+        Ok(())
+    }
+
+    /// Hands the launch to the emulated device's launcher, each buffer cut to its `len`
+    /// elements so that the launcher sees exactly what the kernel may address.
+    fn launch_emulated(
+        &self,
+        launcher: &dyn HostLauncher,
+        module: &str,
+        dims: &LaunchDims,
+        args: &mut [Arg<'_>],
+    ) -> Result<()> {
+        let host_args = args
+            .iter_mut()
+            .map(|arg| match arg {
+                Arg::Buffer {
+                    raw: Storage::Host(bytes),
+                    elem,
+                    len,
+                } => Ok(HostArg::Buffer(&bytes[..*len * elem.size_bytes()])),
+                Arg::BufferMut {
+                    raw: Storage::Host(bytes),
+                    elem,
+                    len,
+                } => Ok(HostArg::BufferMut(&mut bytes[..*len * elem.size_bytes()])),
+                Arg::Scalar(v) => Ok(HostArg::Scalar(*v)),
+                Arg::Buffer { .. } | Arg::BufferMut { .. } => Err(RuntimeError::WrongDevice),
+            })
+            .collect::<Result<Vec<_>>>();
+        launcher
+            .launch(module, &self.sig.name, dims, &mut host_args?)
+            .map_err(|source| RuntimeError::HostLaunch {
+                kernel: self.sig.name.clone(),
+                source,
+            })
     }
 }
 

@@ -4,7 +4,9 @@
 //!
 //! libcuda (and libcublas) are loaded at run time. Without them every entry point returns
 //! [`RuntimeError::NoDriver`] (or `NoCublas`) instead of panicking, so binaries built on machines
-//! without a GPU still run there and fail cleanly.
+//! without a GPU still run there and fail cleanly. [`Device::emulated`] gives a device with the
+//! same API whose buffers live in host memory and whose kernels a [`HostLauncher`] runs on the
+//! CPU (see [`emulated`]).
 //!
 //! ```no_run
 //! use zinc_runtime::{Arg, Device, Grid};
@@ -25,6 +27,7 @@ mod buffer;
 mod check;
 mod device;
 mod dtype;
+pub mod emulated;
 mod error;
 mod graph;
 mod grid_expr;
@@ -36,10 +39,11 @@ mod stream;
 mod timing;
 
 pub use blas::{Blas, GemmOutput};
-pub use buffer::DeviceBuffer;
+pub use buffer::{DeviceBuffer, Storage};
 pub use check::{plan_launch, ArgDesc, DeviceLimits, Grid, LaunchDims, LaunchError};
 pub use device::{driver_present, Device, DeviceProps};
 pub use dtype::{DType, DeviceElem, ElemType, ScalarValue};
+pub use emulated::{HostArg, HostLauncher};
 pub use error::{Result, RuntimeError};
 pub use graph::Graph;
 pub use grid_expr::{GridExpr, GridExprError};

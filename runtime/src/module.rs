@@ -10,7 +10,8 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 
 use crate::check::DeviceLimits;
-use crate::device::Device;
+use crate::device::{Device, DeviceKind};
+use crate::emulated::HostLauncher;
 use crate::error::{Result, RuntimeError};
 use crate::signature::KernelSignature;
 
@@ -20,11 +21,22 @@ const JIT_LOG_BYTES: usize = 16 * 1024;
 /// A kernel ready to launch: its function handle and the signature launches are checked against.
 #[derive(Debug)]
 pub struct Kernel {
-    pub(crate) func: CudaFunction,
+    pub(crate) func: KernelFunc,
     pub(crate) sig: KernelSignature,
     pub(crate) limits: DeviceLimits,
     /// Whether the dynamic-shared-memory opt-in attribute has been set.
     pub(crate) shared_opt_in_done: AtomicBool,
+}
+
+/// What a launch runs: a loaded CUDA function, or the emulated device's launcher with the names
+/// it knows the kernel by.
+#[derive(Debug)]
+pub(crate) enum KernelFunc {
+    Cuda(CudaFunction),
+    Emulated {
+        launcher: Arc<dyn HostLauncher>,
+        module: String,
+    },
 }
 
 impl Kernel {
@@ -40,9 +52,13 @@ impl Kernel {
 impl Device {
     /// Loads PTX text as module `name`, or returns the module already loaded under that name
     /// (the name identifies the PTX; its text is not compared). A JIT failure carries the
-    /// driver's error log.
+    /// driver's error log. `Emulated` on the emulated device, which runs no PTX (see
+    /// [`Device::load_kernel`]).
     pub fn load_module(&self, name: &str, ptx: &str) -> Result<Arc<CudaModule>> {
-        let mut modules = self.modules.lock().unwrap_or_else(PoisonError::into_inner);
+        let DeviceKind::Cuda { ctx, modules } = &self.kind else {
+            return Err(RuntimeError::Emulated("loading a PTX module"));
+        };
+        let mut modules = modules.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(module) = modules.get(name) {
             return Ok(module.clone());
         }
@@ -50,28 +66,37 @@ impl Device {
         if ptx.contains('\0') {
             return Err(RuntimeError::PtxNul(name.to_string()));
         }
-        let module = self.ctx.load_module(Ptx::from_src(ptx)).map_err(|source| {
-            RuntimeError::ModuleLoad {
-                module: name.to_string(),
-                source,
-                log: jit_error_log(&self.ctx, ptx),
-            }
-        })?;
+        let module =
+            ctx.load_module(Ptx::from_src(ptx))
+                .map_err(|source| RuntimeError::ModuleLoad {
+                    module: name.to_string(),
+                    source,
+                    log: jit_error_log(ctx, ptx),
+                })?;
         modules.insert(name.to_string(), module.clone());
         Ok(module)
     }
 
-    /// Loads `ptx` as module `module` and looks up the kernel `sig` describes.
+    /// Loads `ptx` as module `module` and looks up the kernel `sig` describes. On the emulated
+    /// device the PTX is not used: launches go to its launcher by module and kernel name.
     pub fn load_kernel(&self, module: &str, ptx: &str, sig: KernelSignature) -> Result<Kernel> {
-        let loaded = self.load_module(module, ptx)?;
-        let func =
-            loaded
-                .load_function(&sig.name)
-                .map_err(|source| RuntimeError::KernelNotFound {
-                    module: module.to_string(),
-                    kernel: sig.name.clone(),
-                    source,
+        let func = match &self.kind {
+            DeviceKind::Cuda { .. } => {
+                let loaded = self.load_module(module, ptx)?;
+                let func = loaded.load_function(&sig.name).map_err(|source| {
+                    RuntimeError::KernelNotFound {
+                        module: module.to_string(),
+                        kernel: sig.name.clone(),
+                        source,
+                    }
                 })?;
+                KernelFunc::Cuda(func)
+            }
+            DeviceKind::Emulated(launcher) => KernelFunc::Emulated {
+                launcher: launcher.clone(),
+                module: module.to_string(),
+            },
+        };
         Ok(Kernel {
             func,
             sig,

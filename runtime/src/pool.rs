@@ -3,11 +3,9 @@
 
 use std::collections::HashMap;
 
-use cudarc::driver::CudaSlice;
-
-use crate::buffer::DeviceBuffer;
+use crate::buffer::{DeviceBuffer, Storage};
 use crate::dtype::DeviceElem;
-use crate::error::{During, Result};
+use crate::error::Result;
 use crate::stream::Stream;
 
 /// Smallest size class, in bytes.
@@ -81,7 +79,7 @@ impl<B> SizeClassPool<B> {
 #[derive(Debug)]
 pub struct ActivationPool {
     stream: Stream,
-    pool: SizeClassPool<CudaSlice<u8>>,
+    pool: SizeClassPool<Storage>,
 }
 
 impl ActivationPool {
@@ -96,9 +94,7 @@ impl ActivationPool {
     pub fn alloc<T: DeviceElem>(&mut self, len: usize) -> Result<DeviceBuffer<T>> {
         let raw = match self.pool.take(len * size_of::<T>()) {
             (_, Some(raw)) => raw,
-            // SAFETY: read only as DeviceElem types, which are valid for any bit pattern.
-            (class, None) => unsafe { self.stream.inner.alloc::<u8>(class) }
-                .during("allocating pooled device memory")?,
+            (class, None) => self.stream.alloc_bytes(class)?,
         };
         Ok(DeviceBuffer::from_raw(raw, len))
     }
@@ -108,7 +104,7 @@ impl ActivationPool {
     pub fn release<T: DeviceElem>(&mut self, buf: DeviceBuffer<T>) {
         let raw = buf.into_raw();
         // A foreign-sized buffer comes back and is freed here.
-        drop(self.pool.put(raw.len(), raw));
+        drop(self.pool.put(raw.size_bytes(), raw));
     }
 
     pub fn cached_bytes(&self) -> usize {

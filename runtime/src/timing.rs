@@ -1,9 +1,12 @@
-//! Kernel timing with CUDA events.
+//! Kernel timing with CUDA events (host wall time on the emulated device).
+
+use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::CudaEvent;
 
-use crate::error::{During, Result};
-use crate::stream::Stream;
+use crate::error::{During, Result, RuntimeError};
+use crate::stream::{Stream, StreamKind};
 
 /// The median of `samples` (the mean of the middle two for an even count); NaN when empty.
 pub fn median(samples: &mut [f32]) -> f32 {
@@ -31,7 +34,20 @@ pub fn time_median_ms(
     for _ in 0..warmup {
         work()?;
     }
-    let ctx = stream.inner.context();
+    let cuda = match &stream.kind {
+        StreamKind::Cuda(cuda) => cuda,
+        StreamKind::Emulated => {
+            let mut samples = (0..iters)
+                .map(|_| {
+                    let start = Instant::now();
+                    work()?;
+                    Ok(start.elapsed().as_secs_f32() * 1e3)
+                })
+                .collect::<Result<Vec<f32>>>()?;
+            return Ok(median(&mut samples));
+        }
+    };
+    let ctx = cuda.context();
     let mut events = Vec::with_capacity(iters + 1);
     for _ in 0..=iters {
         events.push(
@@ -40,12 +56,10 @@ pub fn time_median_ms(
         );
     }
     // Back-to-back runs share events: run i lies between events i and i + 1.
-    events[0]
-        .record(&stream.inner)
-        .during("recording an event")?;
+    events[0].record(cuda).during("recording an event")?;
     for end in &events[1..] {
         work()?;
-        end.record(&stream.inner).during("recording an event")?;
+        end.record(cuda).during("recording an event")?;
     }
     let mut samples = events
         .windows(2)
@@ -59,28 +73,43 @@ pub fn time_median_ms(
 }
 
 /// A point in a stream's queued work; two of them time the work between.
-pub struct Event(cudarc::driver::CudaEvent);
+pub struct Event(EventKind);
+
+enum EventKind {
+    Cuda(CudaEvent),
+    /// The emulated device runs work as it is queued: the time of the record is the time the
+    /// work before it finished.
+    Emulated(Instant),
+}
 
 impl Stream {
     /// An event recorded now, after everything queued so far.
     pub fn record(&self) -> Result<Event> {
-        let event = self
-            .inner
+        let stream = match &self.kind {
+            StreamKind::Cuda(stream) => stream,
+            StreamKind::Emulated => return Ok(Event(EventKind::Emulated(Instant::now()))),
+        };
+        let event = stream
             .context()
             .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .during("creating a timing event")?;
-        event.record(&self.inner).during("recording an event")?;
-        Ok(Event(event))
+        event.record(stream).during("recording an event")?;
+        Ok(Event(EventKind::Cuda(event)))
     }
 }
 
 impl Event {
     /// Milliseconds of GPU time from `start` to this event; waits for this one to complete.
     pub fn ms_since(&self, start: &Event) -> Result<f32> {
-        start
-            .0
-            .elapsed_ms(&self.0)
-            .during("reading an event timing")
+        match (&start.0, &self.0) {
+            (EventKind::Cuda(start), EventKind::Cuda(end)) => {
+                start.elapsed_ms(end).during("reading an event timing")
+            }
+            (EventKind::Emulated(start), EventKind::Emulated(end)) => {
+                Ok(end.duration_since(*start).as_secs_f32() * 1e3)
+            }
+            _ => Err(RuntimeError::WrongDevice),
+        }
     }
 }
 

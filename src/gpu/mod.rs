@@ -12,6 +12,9 @@
 //! GEMM on the matrix dequantized into a scratch buffer. Attention keeps an f16 KV cache: flash
 //! attention on the tensor cores for prefill chunks, split-K attention for decode and for head
 //! widths without a flash build.
+//!
+//! Without a GPU the backend runs unchanged on the emulated device ([`crate::emulator`]), which
+//! is how CI tests it (see the tests module).
 
 pub mod dispatch;
 #[cfg(test)]
