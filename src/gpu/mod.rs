@@ -226,6 +226,9 @@ struct DecodeGraphs {
     /// Capacities whose step has run once without recording, loading its kernels and filling
     /// the backend's caches (nothing may do that during a capture).
     warmed: HashSet<usize>,
+    /// Whether the device records graphs (the emulated one runs every step in replayable form
+    /// instead, which checks that form on the CPU).
+    record: bool,
     /// While a step runs in replayable form: its key capacity.
     replaying: Option<usize>,
 }
@@ -422,19 +425,7 @@ impl Gpu {
             })
             .collect::<std::result::Result<_, RuntimeError>>()?;
         let no_offset = stream.alloc_zeros(1)?;
-        let graphs = if graphs_enabled() {
-            Some(DecodeGraphs {
-                token: stream.alloc_zeros(1)?,
-                position: stream.alloc_zeros(1)?,
-                next: stream.alloc_zeros(1)?,
-                recorded: HashMap::new(),
-                warmed: HashSet::new(),
-                replaying: None,
-            })
-        } else {
-            None
-        };
-        Ok(Self {
+        let mut gpu = Self {
             queue: Queue {
                 stream,
                 profile: RefCell::new(None),
@@ -450,8 +441,28 @@ impl Gpu {
             n_embd: config.n_embd,
             batch: Cell::new(0),
             no_offset,
-            graphs,
-        })
+            graphs: None,
+        };
+        if graphs_enabled() {
+            gpu.enable_decode_graphs(!device.is_emulated())?;
+        }
+        Ok(gpu)
+    }
+
+    /// Runs greedy decode steps in replayable form, recorded as CUDA graphs if `record`
+    /// ([`Backend::greedy_step`]; `ZINC_GRAPHS=1` turns this on at creation).
+    pub fn enable_decode_graphs(&mut self, record: bool) -> std::result::Result<(), GpuError> {
+        let stream = &self.queue.stream;
+        self.graphs = Some(DecodeGraphs {
+            token: stream.alloc_zeros(1)?,
+            position: stream.alloc_zeros(1)?,
+            next: stream.alloc_zeros(1)?,
+            recorded: HashMap::new(),
+            warmed: HashSet::new(),
+            record,
+            replaying: None,
+        });
+        Ok(())
     }
 
     /// Starts recording events around every launch (the first launches of a stretch are then
@@ -1141,7 +1152,7 @@ impl Backend for Gpu {
         } else {
             // The first step of a capacity runs as it will be recorded, loading its kernels and
             // filling the caches; the second is recorded.
-            let record = !graphs.warmed.insert(keys);
+            let record = !graphs.warmed.insert(keys) && graphs.record;
             graphs.replaying = Some(keys);
             let ran = if record {
                 self.record_step(keys, forward)

@@ -8,10 +8,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use zinc_models::backend::Backend;
 use zinc_models::backend::{RopeStyle, RopeTable};
 use zinc_models::cpu;
 use zinc_models::forward::Model;
 use zinc_models::gguf::Gguf;
+use zinc_models::sampler::{Sampler, SamplerConfig};
 use zinc_models::synth::{preset, Synth};
 
 use super::dispatch::MATVEC_MAX_T;
@@ -75,12 +77,10 @@ const N_DECODE: usize = 2;
 /// Sliding window of the tiny Gemmas: shorter than the prompt, so that it masks.
 const WINDOW: u32 = 16;
 
-/// Runs the tiny synthetic `preset` (`zinc synth --preset P --tiny`, two layers; Gemma's
+/// The tiny synthetic `preset` (`zinc synth --preset P --tiny`, two layers; Gemma's
 /// sliding-window period made 2, so one local and one global layer, with a window the prompt
-/// overruns) on the GPU backend over the emulated device and on the CPU reference, and compares
-/// the logits at every prompt position and decode step.
-fn check_on_emulated_device(name: &str, tolerance: f32) {
-    let started = Instant::now();
+/// overruns).
+fn tiny_model(name: &str) -> Gguf {
     let p = preset(name).unwrap();
     let mut config = p.config.tiny();
     config.n_layer = 2;
@@ -89,8 +89,14 @@ fn check_on_emulated_device(name: &str, tolerance: f32) {
         swa.window = WINDOW;
     }
     let synth = Synth::new(p.model, config).unwrap();
-    let bytes = synth.write(0, Vec::new(), &mut |_, _| {}).unwrap();
-    let gguf = Gguf::from_bytes(bytes).unwrap();
+    Gguf::from_bytes(synth.write(0, Vec::new(), &mut |_, _| {}).unwrap()).unwrap()
+}
+
+/// Runs [`tiny_model`] of `preset` on the GPU backend over the emulated device and on the CPU
+/// reference, and compares the logits at every prompt position and decode step.
+fn check_on_emulated_device(name: &str, tolerance: f32) {
+    let started = Instant::now();
+    let gguf = tiny_model(name);
     let device = Arc::new(crate::emulator::device());
     let weights = weight_bytes(&gguf);
     let ctx = PROMPT + N_DECODE;
@@ -130,4 +136,40 @@ const GEMMA4_TOLERANCE: f32 = 5e-2;
 #[test]
 fn gemma4_on_the_emulated_device_matches_the_cpu() {
     check_on_emulated_device("gemma4-31b", GEMMA4_TOLERANCE);
+}
+
+/// The greedy pick after each step of `tokens` (the prompt, then one token per step).
+fn greedy_picks<B: Backend + 'static>(model: &mut Model<B>, tokens: &[u32]) -> Vec<u32> {
+    let mut greedy = Sampler::new(SamplerConfig::default());
+    let mut picks = vec![model
+        .forward_sample(&tokens[..PROMPT], 0, &mut greedy)
+        .unwrap()];
+    for (pos, &token) in tokens.iter().enumerate().skip(PROMPT) {
+        picks.push(model.forward_sample(&[token], pos, &mut greedy).unwrap());
+    }
+    picks
+}
+
+/// Greedy decoding in the form CUDA graphs replay (token and position read from device memory,
+/// split attention over the graph's key capacity, the argmax left on the device) picks the
+/// tokens the CPU reference picks, step after step. The steps are fed fixed tokens, so that the
+/// picks differ from step to step.
+#[test]
+fn replayable_greedy_steps_on_the_emulated_device_match_the_cpu() {
+    let gguf = tiny_model("llama3-8b");
+    let device = Arc::new(crate::emulator::device());
+    let weights = weight_bytes(&gguf);
+    let ctx = PROMPT + 4;
+    let mut gpu = Model::with_backend(&gguf, |c| {
+        let mut gpu = Gpu::new(&device, c, ctx, weights)?;
+        gpu.enable_decode_graphs(false)?;
+        Ok(gpu)
+    })
+    .unwrap();
+    let mut cpu = Model::from_gguf(&gguf).unwrap();
+    let n_vocab = cpu.config().n_vocab as u32;
+    let tokens: Vec<u32> = (0..ctx as u32).map(|i| (i * 31 + 7) % n_vocab).collect();
+    let picks = greedy_picks(&mut cpu, &tokens);
+    assert!(picks.windows(2).any(|w| w[0] != w[1]), "{picks:?}");
+    assert_eq!(greedy_picks(&mut gpu, &tokens), picks);
 }
