@@ -1237,6 +1237,23 @@ mod tests {
     }
 
     #[test]
+    fn int8_q4k_path_counts_its_packed_activations() {
+        let quantize = spec_for("quantize_s8").unwrap();
+        let shape = Shape(vec![3, 128]);
+        assert!(!quantize.accepts(&Shape(vec![3, 96])));
+        // 6 groups of 64 values: 66 compared values and 80 bytes each.
+        assert_eq!(quantize.output_len(&shape), 6 * 66);
+        assert_eq!(quantize.traffic(&shape), (4 * 384 + 6 * 80) as f64);
+        assert_eq!(quantize.tolerance(&shape), 0.0);
+        let gemm = spec_for("gemm_q4k_s8@BM=64").unwrap();
+        let shape = Shape(vec![2, 3, 256]);
+        assert!(!gemm.accepts(&Shape(vec![2, 3, 192])));
+        // Activations at 80 bytes per 64, Q4_K at 144 per 256, f32 output.
+        assert_eq!(gemm.traffic(&shape), (8 * 80 + 3 * 144 + 4 * 6) as f64);
+        assert_eq!(gemm.tolerance(&shape), 1e-5);
+    }
+
+    #[test]
     fn references_have_one_value_per_output() {
         for spec in SPECS {
             let shapes = spec.shapes(spec.kernel, &[], spec.selftest_shapes());
