@@ -302,6 +302,20 @@ mod tests {
         zinc_dsl::compile_file(file, &defines).unwrap_or_else(|e| panic!("{}", e.render()))
     }
 
+    /// Runs `kernel` of `c` in the interpreter.
+    fn interpret(c: &zinc_dsl::Compilation, kernel: &str, args: &mut [Arg]) {
+        Interpreter::new(&c.module)
+            .sources(&c.sources)
+            .launch(kernel, args)
+            .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    }
+
+    /// An f32 output buffer, widened.
+    fn f32_output(arg: &Arg) -> Vec<f64> {
+        let out = arg.buffer().unwrap().to_f32();
+        out.into_iter().map(f64::from).collect()
+    }
+
     /// `attention_f32` at exactly the parameters of a tiny synthetic Gemma 4 (`zinc synth
     /// --preset gemma4-31b --tiny`): 4 query heads, local layers of 2 KV heads x 64 in a window of
     /// 64, global layers of 1 KV head x 128, scale 1 on RMS-normalized queries and keys (so
@@ -361,21 +375,73 @@ mod tests {
                 args.push(u(window.unwrap_or(0)));
                 args.push(Arg::Scalar(Value::F32(1.0)));
                 args.push(Arg::Scalar(Value::F32(0.0)));
-                Interpreter::new(&c.module)
-                    .sources(&c.sources)
-                    .launch("attention_f32", &mut args)
-                    .unwrap();
-                let got: Vec<f64> = args[3]
-                    .buffer()
-                    .unwrap()
-                    .to_f32()
-                    .into_iter()
-                    .map(f64::from)
-                    .collect();
+                interpret(&c, "attention_f32", &mut args);
+                let got = f32_output(&args[3]);
                 let want = crate::reference::attention(&q, &k, &v, start, &p);
                 let errors = Errors::new(&got[..len], &want, &got[len..]);
                 assert!(errors.passes(1e-5), "d={d} T={t} start={start}: {errors:?}");
             }
+        }
+    }
+
+    /// The int8 Q4_K path end to end in the interpreter: quantize_s8, then gemm_q4k_s8, against
+    /// the f32 activations times the dequantized weights. The kernels' own error is checked
+    /// against `reference::gemm_q4k_s8` at 1e-5; the rest is the int8 rounding of the
+    /// activations, on the harness's activations (magnitudes 0.1 to 1, so every block's amax is
+    /// near one) and on heavier-tailed ones (every 29th value 8 times larger, as outlier
+    /// channels make them), where one large value coarsens its whole block of 32. Measured
+    /// here: 3.4e-3 and 0.0125 of the largest |Y| (the f16 path's gemm_q4k: 4.5e-4 to 6.9e-4,
+    /// docs/PERF.md).
+    #[test]
+    fn int8_q4k_path_error_against_f32_activations() {
+        let families = compile_families();
+        let module = |file: &str| {
+            &families
+                .iter()
+                .find(|(f, _)| f.ends_with(file))
+                .unwrap_or_else(|| panic!("no {file}"))
+                .1
+        };
+        let (quantize, gemm) = (module("quantize.tile"), module("gemm_q4k_s8.tile"));
+        let spec = spec_for("gemm_q4k_s8").unwrap();
+        let (t, n, k) = (33, 40, 1024);
+        let shape = Shape(vec![t, n, k]);
+        let inputs = harness::random_inputs(spec, &shape);
+        let heavy: Vec<f32> = inputs[0]
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| if i % 29 == 0 { 8.0 * v } else { v })
+            .collect();
+        let w_words = harness::weight_words(spec, &inputs[1]);
+        let w = crate::reference::dequantized(spec.weight_type(), &inputs[1]);
+        let u = |x: usize| Arg::Scalar(Value::U32(x as u32));
+        for (x, bound) in [(&inputs[0], 5e-3), (&heavy, 1.8e-2)] {
+            let words = Elem::ActS8.bytes(t * k) / 4;
+            let mut args = vec![
+                Arg::ReadOnly(Buffer::from_f32(x)),
+                Arg::Buffer(Buffer::from_u32(&vec![0; words])),
+                u(t * k),
+            ];
+            interpret(quantize, "quantize_s8", &mut args);
+            let acts = args[1].buffer().unwrap().to_u32();
+            let mut args = vec![
+                Arg::ReadOnly(Buffer::from_u32(&acts)),
+                Arg::ReadOnly(Buffer::from_u32(&w_words)),
+                Arg::Buffer(Buffer::from_f32(&vec![f32::NAN; t * n])),
+                u(t),
+                u(n),
+                u(k),
+            ];
+            interpret(gemm, "gemm_q4k_s8", &mut args);
+            let got = f32_output(&args[2]);
+            // The kernels themselves: the host quantizes the same way, bit for bit.
+            let quantized = crate::reference::gemm_q4k_s8(x, &inputs[1], n, k);
+            let kernels = Errors::new(&got, &quantized, &[]);
+            assert!(kernels.passes(1e-5), "{kernels:?}");
+            let exact = crate::reference::gemm_xwt(x, &w, n, k);
+            let errors = Errors::new(&got, &exact, &[]);
+            eprintln!("int8 Q4_K path against f32 activations: {errors:?}");
+            assert!(errors.passes(bound), "{errors:?}");
         }
     }
 
@@ -438,6 +504,7 @@ mod tests {
                             (_, Elem::I32) => {
                                 Buffer::from_i32(&v.iter().map(|&x| x as i32).collect::<Vec<_>>())
                             }
+                            (_, Elem::ActS8) => Buffer::from_u32(&harness::act_s8_words(v)),
                         })
                     })
                     .collect();
@@ -448,6 +515,11 @@ mod tests {
                         // Integer poison, read back as NaN (harness::widen_i32).
                         Elem::I8 => Buffer::from_slice(&vec![i8::MIN; len + GUARD]),
                         Elem::I32 => Buffer::from_i32(&vec![i32::MIN; len + GUARD]),
+                        Elem::ActS8 => Buffer::from_u32(&vec![
+                            crate::reference::ACT_S8_POISON;
+                            Elem::ActS8.output_bytes(len + GUARD)
+                                / 4
+                        ]),
                         Elem::U32 => unreachable!("no kernel writes u32 outputs"),
                     })
                 }));
@@ -470,6 +542,7 @@ mod tests {
                             Elem::F16 => out.to_f16().into_iter().map(f64::from).collect(),
                             Elem::I8 => out.to_vec().into_iter().map(harness::widen_i8).collect(),
                             Elem::I32 => out.to_i32().into_iter().map(harness::widen_i32).collect(),
+                            Elem::ActS8 => harness::decode_act_s8_words(&out.to_u32()),
                             Elem::U32 => unreachable!("no kernel writes u32 outputs"),
                         }
                     })

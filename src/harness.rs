@@ -69,7 +69,7 @@ pub fn random_inputs(spec: &Spec, shape: &Shape) -> Vec<Vec<f32>> {
                 .into_iter()
                 .map(|v| f16::from_f32(v).to_f32())
                 .collect(),
-            Elem::F32 => nonzero(&mut rng, len, scale),
+            Elem::F32 | Elem::ActS8 => nonzero(&mut rng, len, scale),
             Elem::I8 | Elem::I32 => nonzero_ints(&mut rng, len, scale as i32),
         })
         .collect();
@@ -141,6 +141,27 @@ pub enum ElemBuf {
     Words(DeviceBuffer<u32>),
     I8(DeviceBuffer<i8>),
     I32(DeviceBuffer<i32>),
+    /// Activations in quantize_s8's layout ([`Elem::ActS8`]), as u32 words.
+    ActS8(DeviceBuffer<u32>),
+}
+
+/// `bytes` (a whole number of words) as little-endian u32 words.
+pub fn le_words(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect()
+}
+
+/// Activations `x` quantized by the host in quantize_s8's layout, as the words a kernel reads.
+pub fn act_s8_words(x: &[f32]) -> Vec<u32> {
+    le_words(&reference::quantize_acts(x))
+}
+
+/// Words of quantize_s8's layout decoded for comparison ([`reference::decode_acts`]).
+pub fn decode_act_s8_words(words: &[u32]) -> Vec<f64> {
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    reference::decode_acts(&bytes)
 }
 
 /// Weights `w` quantized as `spec`'s weight type (models/src/quant), as the u32 words its
@@ -159,6 +180,7 @@ impl ElemBuf {
             Elem::U32 => ElemBuf::Words(stream.alloc(len)?),
             Elem::I8 => ElemBuf::I8(stream.alloc(len)?),
             Elem::I32 => ElemBuf::I32(stream.alloc(len)?),
+            Elem::ActS8 => ElemBuf::ActS8(stream.alloc(elem.output_bytes(len) / 4)?),
         })
     }
 
@@ -182,6 +204,7 @@ impl ElemBuf {
                 let v: Vec<i32> = host.iter().map(|&v| v as i32).collect();
                 ElemBuf::I32(stream.upload(&v)?)
             }
+            Elem::ActS8 => ElemBuf::ActS8(stream.upload(&act_s8_words(host))?),
         })
     }
 
@@ -193,6 +216,10 @@ impl ElemBuf {
             Elem::F16 => ElemBuf::F16(stream.upload(&vec![f16::NAN; len])?),
             Elem::I8 => ElemBuf::I8(stream.upload(&vec![i8::MIN; len])?),
             Elem::I32 => ElemBuf::I32(stream.upload(&vec![i32::MIN; len])?),
+            Elem::ActS8 => {
+                let words = vec![reference::ACT_S8_POISON; elem.output_bytes(len) / 4];
+                ElemBuf::ActS8(stream.upload(&words)?)
+            }
             Elem::U32 => anyhow::bail!("no NaN to poison a u32 output with"),
         })
     }
@@ -205,6 +232,7 @@ impl ElemBuf {
             ElemBuf::Words(b) => stream.download(b)?.into_iter().map(f64::from).collect(),
             ElemBuf::I8(b) => stream.download(b)?.into_iter().map(widen_i8).collect(),
             ElemBuf::I32(b) => stream.download(b)?.into_iter().map(widen_i32).collect(),
+            ElemBuf::ActS8(b) => decode_act_s8_words(&stream.download(b)?),
         })
     }
 
@@ -215,6 +243,7 @@ impl ElemBuf {
             ElemBuf::Words(b) => Arg::from(b),
             ElemBuf::I8(b) => Arg::from(b),
             ElemBuf::I32(b) => Arg::from(b),
+            ElemBuf::ActS8(b) => Arg::from(b),
         }
     }
 }

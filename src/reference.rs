@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 use zinc_models::backend::AttentionParams;
-use zinc_models::quant::{dequantize_row, quantize_row, GgmlType};
+use zinc_models::quant::{dequantize_row, q4k_split_row, quantize_row, GgmlType};
 
 /// `y[r][c] = x[r][c] / sqrt(mean(x[r]^2) + eps) * w[c]` over rows of `w.len()` elements.
 pub fn rmsnorm(x: &[f32], w: &[f32], eps: f64) -> Vec<f64> {
@@ -52,7 +52,11 @@ pub fn zip_map(a: &[f32], b: &[f32], f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
 }
 
 /// `Y[T][N] = X[T][K] · W[N][K]^T`, all row-major; rows of Y in parallel.
-pub fn gemm_xwt(x: &[f32], w: &[f32], n: usize, k: usize) -> Vec<f64> {
+pub fn gemm_xwt<A, B>(x: &[A], w: &[B], n: usize, k: usize) -> Vec<f64>
+where
+    A: Copy + Into<f64> + Sync,
+    B: Copy + Into<f64> + Sync,
+{
     let mut y = vec![0.0; x.len() / k * n];
     y.par_chunks_mut(n)
         .zip(x.par_chunks(k))
@@ -61,7 +65,7 @@ pub fn gemm_xwt(x: &[f32], w: &[f32], n: usize, k: usize) -> Vec<f64> {
                 *out = x_row
                     .iter()
                     .zip(w_row)
-                    .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                    .map(|(&a, &b)| a.into() * b.into())
                     .sum();
             }
         });
@@ -258,6 +262,90 @@ pub fn dequantized(ty: GgmlType, w: &[f32]) -> Vec<f32> {
     out
 }
 
+/// Activation values per group of quantize_s8's layout (kernels/quant/act_s8.tile): two blocks
+/// of 32.
+pub const ACT_S8_GROUP: usize = 64;
+/// Bytes per group: the 64 q, then f32 d and sum of each block.
+pub const ACT_S8_GROUP_BYTES: usize = 80;
+/// Values per decoded group ([`decode_acts`]): its 64 values d * q, then its two block sums.
+pub const ACT_S8_DECODED: usize = 66;
+/// Bytes quantize_s8 does not write (no q is -128, no d is negative, and no sum is expected to
+/// be exactly -1.2e-38), which [`decode_acts`] reads as NaN: the harness poisons outputs with
+/// them.
+pub const ACT_S8_POISON: u32 = 0x8080_8080;
+
+/// Activations (a multiple of 64 values) as quantize_s8 quantizes them, bit for bit, in its
+/// layout: per 32-value block `q = round(x * (127 / amax))` (ties to even), `d = amax / 127` and
+/// the sum `d * sum(q)`, with the kernel's f32 operations.
+pub fn quantize_acts(x: &[f32]) -> Vec<u8> {
+    let mut out = vec![0u8; x.len() / ACT_S8_GROUP * ACT_S8_GROUP_BYTES];
+    for (group, x) in out
+        .chunks_exact_mut(ACT_S8_GROUP_BYTES)
+        .zip(x.chunks_exact(ACT_S8_GROUP))
+    {
+        for (b, x) in x.chunks_exact(32).enumerate() {
+            let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
+            for (q, &v) in group[32 * b..][..32].iter_mut().zip(x) {
+                *q = (v * inv).round_ties_even() as i8 as u8;
+            }
+            let q_sum: i32 = group[32 * b..][..32]
+                .iter()
+                .map(|&q| i32::from(q as i8))
+                .sum();
+            let d = amax / 127.0;
+            group[64 + 8 * b..][..4].copy_from_slice(&d.to_le_bytes());
+            group[68 + 8 * b..][..4].copy_from_slice(&(q_sum as f32 * d).to_le_bytes());
+        }
+    }
+    out
+}
+
+/// [`quantize_acts`]'s layout as the activations it stands for and the block sums: per group
+/// its 64 values `d * q` (exact in f64), then its two sums. A q of -128, or a d or sum with the
+/// bits [`ACT_S8_POISON`], reads as NaN (bytes the kernel did not write).
+pub fn decode_acts(bytes: &[u8]) -> Vec<f64> {
+    let word = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    let float = |bits: u32| {
+        if bits == ACT_S8_POISON {
+            f64::NAN
+        } else {
+            f64::from(f32::from_bits(bits))
+        }
+    };
+    let mut out = Vec::with_capacity(bytes.len() / ACT_S8_GROUP_BYTES * ACT_S8_DECODED);
+    for group in bytes.chunks_exact(ACT_S8_GROUP_BYTES) {
+        for b in 0..2 {
+            let d = float(word(&group[64 + 8 * b..]));
+            out.extend(group[32 * b..][..32].iter().map(|&q| match q as i8 {
+                i8::MIN => f64::NAN,
+                q => d * f64::from(q),
+            }));
+        }
+        out.extend((0..2).map(|b| float(word(&group[68 + 8 * b..]))));
+    }
+    out
+}
+
+/// `Y[T][N] = X[T][K] · W[N][K]^T` as gemm_q4k_s8 computes it from `quantize_acts(x)` and `w`
+/// quantized as Q4_K: per activation block, `d * sum(q * (d_w scale q_w)) - (dmin min) * sum`,
+/// summed in f64 from exact products: the quantized activations times the dequantized weights
+/// (before the weights' f32 rounding). Its distance to `gemm_xwt(x, dequantized(Q4_K, w))` is
+/// the int8 rounding of the activations.
+pub fn gemm_q4k_s8(x: &[f32], w: &[f32], n: usize, k: usize) -> Vec<f64> {
+    let decoded = decode_acts(&quantize_acts(x));
+    let (values, sums): (Vec<&[f64]>, Vec<&[f64]>) = decoded
+        .chunks_exact(ACT_S8_DECODED)
+        .map(|g| g.split_at(ACT_S8_GROUP))
+        .unzip();
+    let (values, sums) = (values.concat(), sums.concat());
+    let bytes = quantize(GgmlType::Q4_K, w);
+    let (scaled, mins) = q4k_split_row(&bytes, w.len()).expect("whole blocks");
+    let main = gemm_xwt(&values, &scaled, n, k);
+    let min = gemm_xwt(&sums, &mins, n, k / 32);
+    main.iter().zip(min).map(|(a, b)| a - b).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,5 +494,54 @@ mod tests {
         // X = [[1, 2], [3, 4], [5, 6]], W = [[1, 0], [1, 1]] (N = 2 rows of K = 2).
         let y = gemm_xwt(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[1.0, 0.0, 1.0, 1.0], 2, 2);
         close(&y, &[1.0, 3.0, 3.0, 7.0, 5.0, 11.0]);
+    }
+
+    #[test]
+    fn activations_quantize_within_half_a_step_and_sum_their_quantized_values() {
+        // One block with a zero and a tie (0.5 * 127 / 127), one of zeros.
+        let mut x: Vec<f32> = (0..32).map(|i| (i as f32 - 15.5) / 8.0).collect();
+        x[3] = 0.0;
+        x.extend([0.0; 32]);
+        let decoded = decode_acts(&quantize_acts(&x));
+        assert_eq!(decoded.len(), ACT_S8_DECODED);
+        let d = 15.5 / 8.0 / 127.0;
+        for (got, &want) in decoded.iter().zip(&x) {
+            assert!(
+                (got - f64::from(want)).abs() <= d / 2.0 + 1e-9,
+                "{got} {want}"
+            );
+        }
+        // The sums are those of the quantized values.
+        let sum: f64 = decoded[..32].iter().sum();
+        assert!((decoded[64] - sum).abs() <= 1e-6 * sum.abs());
+        assert_eq!(decoded[65], 0.0);
+        assert!(decoded[32..64].iter().all(|&v| v == 0.0));
+        // The extremes reach +-127 exactly.
+        let bytes = quantize_acts(&x);
+        assert_eq!((bytes[0] as i8, bytes[31] as i8), (-127, 127));
+        // Poisoned bytes read as NaN.
+        let poison = ACT_S8_POISON.to_le_bytes().repeat(ACT_S8_GROUP_BYTES / 4);
+        assert!(decode_acts(&poison).iter().all(|v| v.is_nan()));
+    }
+
+    #[test]
+    fn int8_q4k_gemm_reference_is_the_quantized_activations_times_the_weights() {
+        let (t, n, k) = (2, 3, 256);
+        let x: Vec<f32> = (0..t * k)
+            .map(|i| ((i * 37 % 255) as f32 - 127.0) / 64.0)
+            .collect();
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 53 % 97) as f32 - 48.0) / 50.0)
+            .collect();
+        let quantized: Vec<f64> = decode_acts(&quantize_acts(&x))
+            .chunks(ACT_S8_DECODED)
+            .flat_map(|g| g[..ACT_S8_GROUP].to_vec())
+            .collect();
+        // The dequantized weights round once more than the reference's exact products.
+        let want = gemm_xwt(&quantized, &dequantized(GgmlType::Q4_K, &w), n, k);
+        let got = gemm_q4k_s8(&x, &w, n, k);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "{g} {w}");
+        }
     }
 }

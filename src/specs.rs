@@ -29,9 +29,11 @@ pub enum Op {
     Dequant,
     /// `Y[T][N] = X[T][K] · W[N][K]^T` for a few tokens, W quantized.
     Matvec,
-    /// `Y[T][N] = X[T][K] · W[N][K]^T` for prefill on the tensor cores: X f16, W quantized and
-    /// dequantized on the fly, Y f32.
+    /// `Y[T][N] = X[T][K] · W[N][K]^T` for prefill on the tensor cores: X f16 (or i8 blocks,
+    /// [`Elem::ActS8`]), W quantized and dequantized on the fly (or used as integers), Y f32.
     QuantGemm,
+    /// f32 activations `[rows][cols]` to i8 blocks of 32 ([`Elem::ActS8`]) for the int8 GEMMs.
+    QuantizeActs,
     /// Causal grouped-query attention over a KV cache, with sliding window and soft-capping.
     Attention,
     /// [`Op::Attention`] over `split`-key slices of the cache: per slice, the partial softmax
@@ -70,14 +72,31 @@ pub enum Elem {
     I8,
     /// Exact integer results (i32 sums of i8 products): compared with tolerance 0.
     I32,
+    /// Activations quantized to i8 blocks of 32 (kernels/quant/act_s8.tile, 80 bytes per 64
+    /// values, u32 words on the device): an input is drawn as f32 and quantized by the host
+    /// ([`reference::quantize_acts`]); an output is compared decoded
+    /// ([`reference::decode_acts`]: per 64 values, their `d * q` and the two block sums).
+    ActS8,
 }
 
 impl Elem {
-    pub fn size(self) -> usize {
+    /// The device bytes of `len` elements: for [`Elem::ActS8`], `len` activation values.
+    pub fn bytes(self, len: usize) -> usize {
         match self {
-            Elem::F32 | Elem::U32 | Elem::I32 => 4,
-            Elem::F16 => 2,
-            Elem::I8 => 1,
+            Elem::F32 | Elem::U32 | Elem::I32 => 4 * len,
+            Elem::F16 => 2 * len,
+            Elem::I8 => len,
+            Elem::ActS8 => len / reference::ACT_S8_GROUP * reference::ACT_S8_GROUP_BYTES,
+        }
+    }
+
+    /// The device bytes of an output that compares as `len` values: [`Elem::bytes`] but for
+    /// [`Elem::ActS8`], whose decoded form has [`reference::ACT_S8_DECODED`] values per group
+    /// (a partial group, as in a guard, takes a whole one).
+    pub fn output_bytes(self, len: usize) -> usize {
+        match self {
+            Elem::ActS8 => len.div_ceil(reference::ACT_S8_DECODED) * reference::ACT_S8_GROUP_BYTES,
+            _ => self.bytes(len),
         }
     }
 }
@@ -147,6 +166,16 @@ pub const SPECS: &[Spec] = &[
     quant("matvec_q8_0", Op::Matvec, GgmlType::Q8_0, Elem::F32),
     quant("matvec_q5_0", Op::Matvec, GgmlType::Q5_0, Elem::F32),
     quant_gemm("gemm_q4k", GgmlType::Q4_K),
+    // The int8 path: activations from quantize_s8, i8 mma on the raw nibbles.
+    Spec {
+        kernel: "gemm_q4k_s8",
+        op: Op::QuantGemm,
+        input: Elem::ActS8,
+        out: Elem::F32,
+        weight: Some(GgmlType::Q4_K),
+        half_copy: false,
+    },
+    spec("quantize_s8", Op::QuantizeActs, Elem::F32, Elem::ActS8),
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
     quant_gemm("gemm_q8_0", GgmlType::Q8_0),
@@ -284,7 +313,9 @@ impl Spec {
     /// The names of the shape's dimensions.
     pub fn dims(&self) -> &'static [&'static str] {
         match self.op {
-            Op::RmsNorm | Op::AddRmsNorm | Op::Softmax | Op::Argmax => &["rows", "cols"],
+            Op::RmsNorm | Op::AddRmsNorm | Op::Softmax | Op::Argmax | Op::QuantizeActs => {
+                &["rows", "cols"]
+            }
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &["n"],
             Op::Gemm | Op::Matvec | Op::QuantGemm => &["T", "N", "K"],
             Op::Dequant => &["N", "K"],
@@ -312,6 +343,14 @@ impl Spec {
     pub fn selftest_shapes(&self) -> &'static [&'static [usize]] {
         match self.op {
             Op::RmsNorm | Op::AddRmsNorm => &[&[1, 1], &[37, 1000], &[512, 4096], &[3, 14336]],
+            // Rows of whole 64-value groups; the GEMM anchors' activations.
+            Op::QuantizeActs => &[
+                &[1, 64],
+                &[37, 1024],
+                &[512, 4096],
+                &[512, 14336],
+                &[2048, 14336],
+            ],
             Op::Softmax => &[&[3, 1], &[1001, 77], &[512, 2048], &[16, 32000]],
             // Vocabularies of Qwen 3, Llama 3 and Gemma 3, a batch of rows.
             Op::Argmax => &[
@@ -469,6 +508,8 @@ impl Spec {
     pub fn interp_shapes(&self) -> &'static [&'static [usize]] {
         match self.op {
             Op::RmsNorm | Op::AddRmsNorm => &[&[1, 1], &[3, 100], &[2, 600]],
+            // One group; ragged against the block of threads.
+            Op::QuantizeActs => &[&[1, 64], &[3, 192], &[5, 1024]],
             Op::Softmax => &[&[3, 1], &[4, 77], &[2, 700]],
             Op::Argmax => &[&[1, 1], &[3, 100], &[2, 2500]],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => {
@@ -531,6 +572,8 @@ impl Spec {
     pub fn bench_shapes(&self) -> &'static [&'static [usize]] {
         match self.op {
             Op::RmsNorm | Op::AddRmsNorm => &[&[512, 4096], &[2048, 4096]],
+            // The inputs of the anchor GEMMs (K = 4096 and 14336).
+            Op::QuantizeActs => &[&[512, 4096], &[512, 14336], &[2048, 14336]],
             // Attention scores: 32 heads x T queries, T keys.
             Op::Softmax => &[&[32 * 512, 512], &[32 * 2048, 2048]],
             Op::Argmax => &[&[1, 128_256], &[1, 262_144]],
@@ -587,6 +630,7 @@ impl Spec {
         match (self.op, self.input) {
             (Op::Gemm, Elem::F16) => d[2].is_multiple_of(8),
             (Op::Gemm, Elem::I8) => d[2].is_multiple_of(16),
+            (Op::QuantizeActs, _) => d[1].is_multiple_of(reference::ACT_S8_GROUP),
             (Op::Attention, _) => {
                 d[0].is_multiple_of(d[1])
                     && d[2].max(d[3]) <= ATTENTION_MAX_HEAD_DIM
@@ -612,6 +656,7 @@ impl Spec {
         match self.op {
             Op::RmsNorm => vec![(d[0] * d[1], 2.0), (d[1], 1.5)],
             Op::AddRmsNorm => vec![(d[0] * d[1], 2.0), (d[0] * d[1], 1.0), (d[1], 1.5)],
+            Op::QuantizeActs => vec![(d[0] * d[1], 4.0)],
             Op::Softmax => vec![(d[0] * d[1], 8.0)],
             // Ties planted by [`Spec::fill_tables`].
             Op::Argmax => vec![(d[0] * d[1], 8.0)],
@@ -759,6 +804,7 @@ impl Spec {
         match self.op {
             Op::RmsNorm | Op::AddRmsNorm | Op::Softmax | Op::AddBias => d[0] * d[1],
             Op::Argmax => d[0],
+            Op::QuantizeActs => d[0] * d[1] / reference::ACT_S8_GROUP * reference::ACT_S8_DECODED,
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => d[0],
             Op::Gemm | Op::Matvec | Op::QuantGemm | Op::Dequant => d[0] * d[1],
             Op::Attention => d[4] * d[0] * d[3],
@@ -814,6 +860,7 @@ impl Spec {
             }
             Op::Rope => u32s(&[d[0], d[1], d[2], d[3] / 2, d[4], ROPE_ROW0 - ROPE_AT]),
             Op::Append => u32s(&[d[0] - device_part(d[0]), d[1], d[2]]),
+            Op::QuantizeActs => u32s(&[d[0] * d[1]]),
             // Quantized tables also take their row count (planar layouts need it).
             Op::Embed if self.weight.is_some() => u32s(d),
             Op::Embed => u32s(&[d[1], d[2]]),
@@ -874,6 +921,10 @@ impl Spec {
                 .into_iter()
                 .map(f64::from)
                 .collect(),
+            Op::QuantGemm if self.input == Elem::ActS8 => {
+                reference::gemm_q4k_s8(&inputs[0], &inputs[1], d[1], d[2])
+            }
+            Op::QuantizeActs => reference::decode_acts(&reference::quantize_acts(&inputs[0])),
             Op::Matvec | Op::QuantGemm => {
                 let w = reference::dequantized(self.weight_type(), &inputs[1]);
                 reference::gemm_xwt(&inputs[0], &w, d[1], d[2])
@@ -943,6 +994,9 @@ impl Spec {
             (Elem::F32, Op::Attention) if self.input == Elem::F16 => 2e-3,
             // Tensor cores add each k-step's products with truncation, not one rounding.
             (Elem::F32, Op::Gemm) if self.input == Elem::F16 => 1e-4,
+            // Against the quantized activations: per 32-weight sub-block three f32 fmas, the
+            // first exact but for its rounding (see kernels/gemm_q4k_s8.tile).
+            (Elem::F32, Op::QuantGemm) if self.input == Elem::ActS8 => 1e-5,
             // Weights dequantized in f16: d * scale, dmin * min and the weight itself each rounded
             // to f16 (up to 2^-11 of the terms).
             (Elem::F32, Op::QuantGemm) => 2e-3,
@@ -950,6 +1004,8 @@ impl Spec {
             (Elem::F32, _) => 1e-5,
             // Integer sums, exact in the f64 reference too (|Y| < 2^31 < 2^53).
             (Elem::I32, _) => 0.0,
+            // The reference does the kernel's f32 operations: the same bits.
+            (Elem::ActS8, _) => 0.0,
             (Elem::U32 | Elem::I8, _) => unreachable!("no kernel writes {:?} outputs", self.out),
         }
     }
@@ -969,7 +1025,7 @@ impl Spec {
             }
             // Only the gathered rows of the table are read.
             Op::Embed => {
-                let out = self.out.size() as f64 * self.output_len(s) as f64;
+                let out = self.out.output_bytes(self.output_len(s)) as f64;
                 let row = match self.weight {
                     Some(ty) => d[2] / ty.block_size() * ty.type_size(),
                     None => d[2] * 2,
@@ -979,15 +1035,17 @@ impl Spec {
             // n f32 read, n f16 written; the rest of the cache is not touched.
             Op::Append => Cost::Bytes((6 * d[2]) as f64),
             // n elements each way; the rest of x and y is not touched.
-            Op::Copy => Cost::Bytes(((4 + self.out.size()) * d[2]) as f64),
+            Op::Copy => Cost::Bytes((4 * d[2] + self.out.bytes(d[2])) as f64),
             _ => Cost::Bytes(self.traffic(s)),
         }
     }
 
     /// The minimal DRAM traffic: every input read once, every output written once.
     pub fn traffic(&self, s: &Shape) -> f64 {
-        let out: usize = self.output_elems().iter().map(|e| e.size()).sum();
-        self.input_bytes(s) as f64 + (out * self.output_len(s)) as f64
+        let out: usize = (self.output_elems().iter())
+            .map(|e| e.output_bytes(self.output_len(s)))
+            .sum();
+        (self.input_bytes(s) + out) as f64
     }
 
     /// The bytes of all inputs on the device (quantized weights at their GGUF size).
@@ -999,7 +1057,7 @@ impl Spec {
             .enumerate()
             .map(|(i, &(len, _))| match self.weight {
                 Some(ty) if i == last => len / ty.block_size() * ty.type_size(),
-                _ => self.input_elem(i).size() * len,
+                _ => self.input_elem(i).bytes(len),
             })
             .sum()
     }
@@ -1154,7 +1212,13 @@ mod tests {
             Elem::U32 => DType::U32,
             Elem::I8 => DType::I8,
             Elem::I32 => DType::I32,
+            Elem::ActS8 => DType::U32,
         }
+    }
+
+    /// Elements of a device buffer of `bytes` bytes.
+    fn device_len(elem: Elem, bytes: usize) -> usize {
+        bytes / dtype(elem).size_bytes()
     }
 
     fn arg_descs(spec: &Spec, shape: &Shape) -> Vec<ArgDesc> {
@@ -1175,14 +1239,14 @@ mod tests {
                 },
                 _ => ArgDesc::Buffer {
                     elem: dtype(spec.input_elem(i)),
-                    len,
+                    len: device_len(spec.input_elem(i), spec.input_elem(i).bytes(len)),
                     mutable: false,
                 },
             })
             .collect();
         args.extend(spec.output_elems().into_iter().map(|elem| ArgDesc::Buffer {
             elem: dtype(elem),
-            len: spec.output_len(shape),
+            len: device_len(elem, elem.output_bytes(spec.output_len(shape))),
             mutable: true,
         }));
         args.extend(spec.scalars(shape).into_iter().map(ArgDesc::Scalar));
@@ -1332,6 +1396,23 @@ mod tests {
         // The largest sum stays exact in i32 at the widest anchor K.
         let k = ANCHOR_GEMMS.iter().map(|d| d[2]).max().unwrap();
         assert!((k as f64) * f64::from(I8_MAX).powi(2) < f64::from(i32::MAX));
+    }
+
+    #[test]
+    fn int8_q4k_path_counts_its_packed_activations() {
+        let quantize = spec_for("quantize_s8").unwrap();
+        let shape = Shape(vec![3, 128]);
+        assert!(!quantize.accepts(&Shape(vec![3, 96])));
+        // 6 groups of 64 values: 66 compared values and 80 bytes each.
+        assert_eq!(quantize.output_len(&shape), 6 * 66);
+        assert_eq!(quantize.traffic(&shape), (4 * 384 + 6 * 80) as f64);
+        assert_eq!(quantize.tolerance(&shape), 0.0);
+        let gemm = spec_for("gemm_q4k_s8@BM=64").unwrap();
+        let shape = Shape(vec![2, 3, 256]);
+        assert!(!gemm.accepts(&Shape(vec![2, 3, 192])));
+        // Activations at 80 bytes per 64, Q4_K at 144 per 256, f32 output.
+        assert_eq!(gemm.traffic(&shape), (8 * 80 + 3 * 144 + 4 * 6) as f64);
+        assert_eq!(gemm.tolerance(&shape), 1e-5);
     }
 
     #[test]

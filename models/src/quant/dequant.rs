@@ -150,6 +150,13 @@ pub(super) fn k4_scale_min(packed: &[u8], j: usize) -> (u8, u8) {
 /// 128 bytes of nibbles (each 64-weight chunk: low nibbles first, then high nibbles).
 /// weight = d*scale*q - dmin*min.
 fn k4(b: &[u8], y: &mut [f32], has_high: bool) {
+    k4_parts(b, has_high, |i, scale, q, min| {
+        y[i] = scale * f32::from(q) - min
+    });
+}
+
+/// Calls `f(i, d * scale, q, dmin * min)` for each weight i of a Q4_K or Q5_K block.
+fn k4_parts(b: &[u8], has_high: bool, mut f: impl FnMut(usize, f32, u8, f32)) {
     let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
     let packed = &b[4..16];
     let (qh, qs) = if has_high {
@@ -157,18 +164,36 @@ fn k4(b: &[u8], y: &mut [f32], has_high: bool) {
     } else {
         (&b[..0], &b[16..144])
     };
-    for (sub, y) in y.chunks_exact_mut(32).enumerate() {
+    for sub in 0..8 {
         let (sc, m) = k4_scale_min(packed, sub);
         let (scale, min) = (d * f32::from(sc), dmin * f32::from(m));
         let shift = 4 * (sub % 2);
-        for (l, y) in y.iter_mut().enumerate() {
+        for l in 0..32 {
             let mut q = (qs[sub / 2 * 32 + l] >> shift) & 0xF;
             if has_high {
                 q |= ((qh[l] >> sub) & 1) << 4;
             }
-            *y = scale * f32::from(q) - min;
+            f(32 * sub + l, scale, q, min);
         }
     }
+}
+
+/// A Q4_K row of `len` weights split the way int8 tensor-core GEMMs use it: `(d * scale) * q`
+/// per weight and `dmin * min` per 32-weight sub-block, both exact in f32, so that a weight is
+/// the first minus its sub-block's second (which [`dequantize_row`] rounds once more).
+pub fn q4k_split_row(bytes: &[u8], len: usize) -> Result<(Vec<f32>, Vec<f32>), QuantError> {
+    check_sizes(GgmlType::Q4_K, len, bytes.len())?;
+    let (mut scaled, mut mins) = (vec![0.0; len], vec![0.0; len / 32]);
+    for (b, (scaled, mins)) in bytes
+        .chunks_exact(GgmlType::Q4_K.type_size())
+        .zip(scaled.chunks_exact_mut(256).zip(mins.chunks_exact_mut(8)))
+    {
+        k4_parts(b, false, |i, scale, q, min| {
+            scaled[i] = scale * f32::from(q);
+            mins[i / 32] = min;
+        });
+    }
+    Ok((scaled, mins))
 }
 
 /// Q6_K (256 weights): 128 bytes of low nibbles, 64 bytes of high bit pairs, 16 i8 scales (one

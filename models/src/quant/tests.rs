@@ -343,6 +343,22 @@ fn q4_k_round_trip() {
 }
 
 #[test]
+fn q4_k_splits_into_scaled_nibbles_and_mins() {
+    // The dequantized weight is the split's difference rounded once, as dequantize_row computes
+    // it; the mins are one per 32 weights.
+    let mut rng = StdRng::seed_from_u64(11);
+    let bytes = quant(GgmlType::Q4_K, &gaussian_rows(&mut rng, 512));
+    let (scaled, mins) = q4k_split_row(&bytes, 512).unwrap();
+    assert_eq!(mins.len(), 16);
+    let y = dequant(GgmlType::Q4_K, &bytes);
+    for (i, w) in y.iter().enumerate() {
+        assert_eq!(*w, scaled[i] - mins[i / 32], "weight {i}");
+    }
+    assert!(mins.iter().any(|&m| m != 0.0));
+    assert!(q4k_split_row(&bytes, 256).is_err());
+}
+
+#[test]
 fn q6_k_round_trip() {
     // Half a step of the sub-block's amax / 31, widened by the 8-bit rounding of its scale.
     round_trip(GgmlType::Q6_K, 16, |x, b| {
