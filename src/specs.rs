@@ -587,6 +587,8 @@ impl Spec {
                 &[1, 14336, 4096],
                 &[8, 14336, 4096],
                 &[1, 4096, 4096],
+                // The key and value projections of an 8B model with 8 KV heads.
+                &[1, 1024, 4096],
             ],
             Op::Dequant => &[&[4096, 14336], &[14336, 4096]],
             Op::Attention => &[

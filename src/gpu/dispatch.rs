@@ -125,6 +125,9 @@ pub fn device_words(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u32>, QuantError> 
     Ok(words)
 }
 
+/// Blocks that keep an H200's 132 SMs busy in a memory-bound kernel of one wave: about one each.
+const FULL_GRID: usize = 120;
+
 /// The matvec for `t` tokens (1..=MATVEC_MAX_T) of a `ty` matrix with `n` rows and `k` columns.
 pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
     let suffix = quant_suffix(ty).expect("matvec of a type without kernels");
@@ -132,8 +135,16 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
     // short ones, at one token; two row groups of 8 warps for batches. Q6_K and Q8_0 share that
     // structure (round 4) and take the same builds until a tune run says otherwise. Q5_0 has
     // the batch-sized builds only: accumulators that fit the batch.
+    // Fewer rows per block where 32 would leave SMs idle: the 1024-row key and value
+    // projections of an 8B model make 32 blocks of 32 rows for 132 SMs, 128 blocks of 8.
+    let blocks_of = |rows_per_block: usize| n.div_ceil(rows_per_block);
+    let long_rows = match [4, 2].into_iter().find(|rg| blocks_of(8 * rg) >= FULL_GRID) {
+        Some(4) => "TMAX=1,RG=4,KW=8",
+        Some(_) => "TMAX=1,RG=2,KW=8",
+        None => "TMAX=1,RG=1,KW=8",
+    };
     let variant = match (ty, t) {
-        (GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0, 1) if k >= n => "TMAX=1,RG=4,KW=8",
+        (GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0, 1) if k >= n => long_rows,
         (GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0, 1) => "TMAX=1,RG=4,KW=4",
         (GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0, 2) => "TMAX=2,RG=2,KW=8",
         (GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0, _) => "TMAX=4,RG=2,KW=8",
@@ -221,6 +232,7 @@ pub fn gemm_f16(t: usize) -> &'static str {
 mod tests {
     use super::*;
     use crate::registry::embedded;
+    use crate::specs::variant_param;
 
     /// Every name the dispatch can produce is registered for every embedded arch.
     #[test]
@@ -245,8 +257,9 @@ mod tests {
             GgmlType::Q5_0,
         ] {
             for t in 1..=MATVEC_MAX_T {
-                names.push(matvec(ty, t, 4096, 14336));
-                names.push(matvec(ty, t, 14336, 4096));
+                for (n, k) in [(4096, 14336), (14336, 4096), (2048, 4096), (1024, 4096)] {
+                    names.push(matvec(ty, t, n, k));
+                }
             }
             let suffix = quant_suffix(ty).unwrap();
             names.push(format!("dequant_{suffix}"));
@@ -270,6 +283,19 @@ mod tests {
 
     /// Q4_K goes up as it is; Q6_K in planes: block 0's first low-nibble bytes first, block 1's
     /// scales after both blocks' 192 bytes of quants.
+    #[test]
+    fn short_matrices_get_blocks_for_every_sm() {
+        let rows_per_block = |n| {
+            let name = matvec(GgmlType::Q4_K, 1, n, 4096);
+            8 * variant_param(&name, "RG").unwrap()
+        };
+        for n in [1024, 2048, 4096] {
+            assert!(n / rows_per_block(n) >= FULL_GRID, "{n}");
+        }
+        // Long matrices keep 32 rows per block (each X load serves them all).
+        assert_eq!(rows_per_block(4096), 32);
+    }
+
     #[test]
     fn device_layouts() {
         let bytes = |ty: GgmlType| -> Vec<u8> {
