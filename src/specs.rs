@@ -579,7 +579,17 @@ impl Spec {
             Op::Argmax => &[&[1, 128_256], &[1, 262_144]],
             // Residual at T = 512, feed-forward activations at T = 2048.
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &[&[512 * 4096], &[2048 * 14336]],
-            Op::Gemm | Op::QuantGemm => ANCHOR_GEMMS,
+            Op::Gemm => ANCHOR_GEMMS,
+            // The anchors, and an 8B model's key and value projections (8 KV heads of 128).
+            Op::QuantGemm => &[
+                &[512, 4096, 14336],
+                &[512, 14336, 4096],
+                &[512, 4096, 4096],
+                &[2048, 4096, 14336],
+                &[2048, 14336, 4096],
+                &[2048, 4096, 4096],
+                &[512, 1024, 4096],
+            ],
             // The anchor weights, decoded (T = 1) and at the matvec's widest batch (T = 8).
             Op::Matvec => &[
                 &[1, 4096, 14336],
