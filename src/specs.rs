@@ -181,8 +181,12 @@ pub const SPECS: &[Spec] = &[
     quant_gemm("gemm_q8_0", GgmlType::Q8_0),
     quant_gemm("gemm_q5_0", GgmlType::Q5_0),
     spec("attention_f32", Op::Attention, Elem::F32, Elem::F32),
-    // Tensor cores, f16 Q, K, V; heads of exactly its `D` (FLASH_HEAD_DIM by default).
-    spec("flash_attn_f16", Op::Attention, Elem::F16, Elem::F32),
+    // Tensor cores, f16 Q, K, V; heads of exactly its `D` (FLASH_HEAD_DIM by default); the
+    // output also in f16.
+    Spec {
+        half_copy: true,
+        ..spec("flash_attn_f16", Op::Attention, Elem::F16, Elem::F32)
+    },
     // f32 queries, f16 caches (see `Spec::input_elem`).
     spec(
         "attention_split_f16",
@@ -197,6 +201,7 @@ pub const SPECS: &[Spec] = &[
         Elem::F32,
     ),
     spec("rope_f32", Op::Rope, Elem::F32, Elem::F32),
+    with_half_copy("rope_f32h", Op::Rope),
     // An f16 table, then u32 token ids.
     spec("embed_f16", Op::Embed, Elem::F16, Elem::F32),
     // u32 token ids, then a quantized table.

@@ -130,6 +130,7 @@ struct Kernels {
     scale: Arc<Kernel>,
     softcap: Arc<Kernel>,
     rope: Arc<Kernel>,
+    rope_half: Arc<Kernel>,
     append_f16: Arc<Kernel>,
     attention_split: Arc<Kernel>,
     attention_combine: Arc<Kernel>,
@@ -152,6 +153,7 @@ impl Kernels {
             scale: k("scale_f32")?,
             softcap: k("softcap_f32")?,
             rope: k("rope_f32")?,
+            rope_half: k("rope_f32h")?,
             append_f16: k("append_f16")?,
             attention_split: k("attention_split_f16")?,
             attention_combine: k("attention_combine")?,
@@ -879,9 +881,9 @@ impl Backend for Gpu {
         start: usize,
         rope: &RopeTable,
     ) -> Result<()> {
-        let half = rope.inv_freq().len();
+        let half_dims = rope.inv_freq().len();
         let n_tokens = x.len() / (n_heads * head_dim);
-        if half == 0 {
+        if half_dims == 0 {
             return Ok(());
         }
         if start + n_tokens > self.capacity {
@@ -894,24 +896,34 @@ impl Backend for Gpu {
         let rows = self.rope_rows(rope)?;
         let neox = u32::from(rope.style() == RopeStyle::Neox);
         let (start, at) = position_args(&self.graphs, &self.no_offset, start);
+        // Prefill queries go to flash attention in f16 (keys go to the cache from f32; their
+        // copy is the price of one kernel for both).
+        let half = products_read_half(n_tokens);
         let mut y = self.alloc(x.len())?;
-        self.launch(
-            &self.kernels.rope,
-            &mut [
-                (&*x).into(),
-                (&rows.sin).into(),
-                (&rows.cos).into(),
-                at.into(),
-                (&mut y).into(),
-                u32_arg(n_heads)?,
-                u32_arg(n_tokens)?,
-                u32_arg(head_dim)?,
-                u32_arg(half)?,
-                neox.into(),
-                u32_arg(start)?,
-            ],
-        )?;
-        *x = y.into();
+        let mut y16 = self.half_copy(half, x.len())?;
+        let mut args = vec![
+            (&*x).into(),
+            (&rows.sin).into(),
+            (&rows.cos).into(),
+            at.into(),
+        ];
+        args.push((&mut y).into());
+        args.extend(y16.as_mut().map(Arg::from));
+        args.extend([
+            u32_arg(n_heads)?,
+            u32_arg(n_tokens)?,
+            u32_arg(head_dim)?,
+            u32_arg(half_dims)?,
+            neox.into(),
+            u32_arg(start)?,
+        ]);
+        let kernel = if half {
+            &self.kernels.rope_half
+        } else {
+            &self.kernels.rope
+        };
+        self.launch(kernel, &mut args)?;
+        *x = Act::with_half(y, y16);
         Ok(())
     }
 
@@ -985,15 +997,17 @@ impl Backend for Gpu {
         let flash = dispatch::flash_attention(p.head_dim_k, p.head_dim_v, n_tokens);
         if let Some(name) = flash {
             let qh = q.half(queue, &kernels.to_f16)?;
+            let mut o16 = queue.stream.alloc::<f16>(o.len()).gpu()?;
             let mut args = vec![
                 (&*qh).into(),
                 (&cache.k).into(),
                 (&cache.v).into(),
                 (&mut o).into(),
+                (&mut o16).into(),
             ];
             args.extend(shape(start)?);
             queue.launch(&*registry.kernel(name).gpu()?, &mut args)?;
-            return Ok(o.into());
+            return Ok(Act::with_half(o, Some(o16)));
         }
         // Few queries, or head widths without a flash build: split the keys over blocks. A
         // replayable step covers its graph's key capacity.
