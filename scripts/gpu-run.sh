@@ -3,6 +3,10 @@
 # here and .carry was carried there. Every step logs to $OUT/STEP.log (and the terminal); bench
 # results go to $OUT/bench.json, the fastest variants to $OUT/tune.json (for ZINC_TUNE). A
 # summary table comes last. Exit status: 0 when every step passed.
+#   scripts/gpu-run.sh                 every kernel: selftest, examples, bench-kernels --tune
+#   scripts/gpu-run.sh FILTER...       only kernels whose name contains a FILTER (selftest and
+#                                      bench-kernels --tune per filter; no examples), e.g. the
+#                                      kernels changed since the last device session
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,9 +35,16 @@ step() {
 }
 
 step devices .carry/zinc devices
-step selftest .carry/zinc selftest
-step check_examples .carry/check_examples .carry/examples
-step bench .carry/zinc bench-kernels --tune --json "$OUT/bench.json" --table "$OUT/tune.json"
+if [[ $# -eq 0 ]]; then
+    step selftest .carry/zinc selftest
+    step check_examples .carry/check_examples .carry/examples
+    step bench .carry/zinc bench-kernels --tune --json "$OUT/bench.json" --table "$OUT/tune.json"
+fi
+for filter in "$@"; do
+    step "selftest-$filter" .carry/zinc selftest "$filter"
+    step "bench-$filter" .carry/zinc bench-kernels "$filter" --tune \
+        --json "$OUT/bench-$filter.json" --table "$OUT/tune-$filter.json"
+done
 
 echo
 echo "=== summary (logs in $OUT)"

@@ -46,6 +46,8 @@ pub enum TuneError {
         path: String,
         source: serde_json::Error,
     },
+    #[error("ZINC_TUNE names no file")]
+    NoFile,
 }
 
 impl TuneTable {
@@ -58,6 +60,17 @@ impl TuneTable {
             path: path.display().to_string(),
             source,
         })
+    }
+
+    /// The tables in `paths` (as `ZINC_TUNE` lists them, separated like PATH) as one: their
+    /// entries together, from runs that each timed some kernels (`scripts/gpu-run.sh FILTER...`).
+    pub fn load_all(paths: &std::ffi::OsStr) -> Result<Self, TuneError> {
+        let mut tables = std::env::split_paths(paths).map(|path| Self::load(&path));
+        let mut table = tables.next().transpose()?.ok_or(TuneError::NoFile)?;
+        for other in tables {
+            table.entries.extend(other?.entries);
+        }
+        Ok(table)
     }
 
     /// The timed variant of `kernel` for a product of `t` tokens with an `n` x `k` matrix: an
@@ -363,6 +376,44 @@ mod tests {
         let text = serde_json::to_string(&table).unwrap();
         let back: TuneTable = serde_json::from_str(&text).unwrap();
         assert_eq!(back.entries.len(), 3);
+    }
+
+    #[test]
+    fn tune_tables_of_several_runs_combine() {
+        let dir = std::env::temp_dir().join(format!("zinc-tune-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, kernel: &str, variant: &str| {
+            let table = TuneTable {
+                arch: "sm_90".into(),
+                device: "test".into(),
+                entries: vec![TuneEntry {
+                    kernel: kernel.into(),
+                    shape: vec![1, 4096, 14336],
+                    variant: variant.into(),
+                    median_us: 1.0,
+                }],
+            };
+            let path = dir.join(name);
+            std::fs::write(&path, serde_json::to_string(&table).unwrap()).unwrap();
+            path
+        };
+        let a = write("a.json", "matvec_q4k", "matvec_q4k@TMAX=1,RG=4,KW=16");
+        let b = write("b.json", "matvec_q6k", "matvec_q6k@TMAX=1,RG=2,KW=8");
+        let both = std::env::join_paths([&a, &b]).unwrap();
+        let table = TuneTable::load_all(&both).unwrap();
+        assert_eq!(
+            table.pick("matvec_q6k", 1, 4096, 14336),
+            Some("matvec_q6k@TMAX=1,RG=2,KW=8")
+        );
+        assert_eq!(
+            table.pick("matvec_q4k", 1, 4096, 14336),
+            Some("matvec_q4k@TMAX=1,RG=4,KW=16")
+        );
+        assert!(matches!(
+            TuneTable::load_all(&dir.join("missing.json").into_os_string()),
+            Err(TuneError::Read { .. })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

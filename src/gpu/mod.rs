@@ -391,7 +391,7 @@ impl Gpu {
         // per launch).
         unsafe { device.disable_event_tracking() };
         let tune = match std::env::var_os("ZINC_TUNE") {
-            Some(path) => Some(dispatch::TuneTable::load(path.as_ref())?),
+            Some(paths) => Some(dispatch::TuneTable::load_all(&paths)?),
             None => None,
         };
         // A stream of its own: the legacy default stream cannot be captured into a graph.
