@@ -569,8 +569,14 @@ impl Spec {
             Op::Softmax => &[&[3, 1], &[4, 77], &[2, 700]],
             Op::Argmax => &[&[1, 1], &[3, 100], &[2, 2500]],
             // One element; k = cols (every planted value in place); rows wider than the block,
-            // with k up to the kernel's largest.
-            Op::TopK => &[&[1, 1, 1], &[2, 200, 200], &[3, 2500, 40], &[2, 3000, 256]],
+            // with k up to the kernel's largest; a row past one round of unrolled loads (8192).
+            Op::TopK => &[
+                &[1, 1, 1],
+                &[2, 200, 200],
+                &[3, 2500, 40],
+                &[2, 3000, 256],
+                &[1, 9000, 40],
+            ],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => {
                 &[&[1], &[1000]]
             }
