@@ -64,7 +64,7 @@ impl Sampler {
 
     /// The next token id from candidates sorted as [`top_k`] sorts them, at least the `top_k`
     /// most likely tokens (all of them when `top_k` is 0): top-k, top-p, then temperature, as
-    /// [`Sampler::sample`].
+    /// [`Sampler::sample`]. A greedy sampler takes the first candidate.
     pub fn sample_candidates(&mut self, mut cand: Vec<(u32, f32)>) -> u32 {
         let c = self.config;
         if self.is_greedy() {
