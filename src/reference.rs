@@ -18,6 +18,15 @@ pub fn rmsnorm(x: &[f32], w: &[f32], eps: f64) -> Vec<f64> {
         .collect()
 }
 
+/// The `k` largest of `row` as (index, value), by descending `f32::total_cmp`, the lower index
+/// first among equals: the whole row sorted, then cut.
+pub fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let mut all: Vec<(u32, f32)> = (0u32..).zip(row.iter().copied()).collect();
+    all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    all.truncate(k);
+    all
+}
+
 /// Softmax of each row of `cols` elements.
 pub fn softmax_rows(x: &[f32], cols: usize) -> Vec<f64> {
     x.chunks(cols)

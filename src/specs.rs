@@ -57,6 +57,10 @@ pub enum Op {
     Softcap,
     /// The index of each row's largest value, the lowest among equals (greedy decoding).
     Argmax,
+    /// Each row's `k` largest values, sorted as the host sampler sorts them (descending by
+    /// `f32::total_cmp`, the lower index first among equals): two outputs, the ids (i32) and the
+    /// values (f32), `k` per row.
+    TopK,
 }
 
 /// The element type of a kernel's input or output buffers.
@@ -145,6 +149,7 @@ pub const SPECS: &[Spec] = &[
     with_half_copy("gelu_mul_f32h", Op::GeluMul),
     spec("softmax_rows", Op::Softmax, Elem::F32, Elem::F32),
     spec("argmax_rows", Op::Argmax, Elem::F32, Elem::I32),
+    spec("top_k_rows", Op::TopK, Elem::F32, Elem::I32),
     spec("add_f32", Op::Add, Elem::F32, Elem::F32),
     spec("silu_mul_f32", Op::SiluMul, Elem::F32, Elem::F32),
     spec("gelu_mul_f32", Op::GeluMul, Elem::F32, Elem::F32),
@@ -292,6 +297,10 @@ pub const ROPE_ROW0: usize = 3;
 /// decode step replayed from a CUDA graph), the rest as a scalar.
 pub const ROPE_AT: usize = 2;
 
+/// `top_k_rows`'s largest k (its `KMAX`) and widest row (indices take 24 bits of its key).
+pub const TOP_K_MAX: usize = 256;
+pub const TOP_K_MAX_COLS: usize = 1 << 24;
+
 /// The part of a position that kernels taking one both ways (scalar plus device offset) get on
 /// the device in the tests: half, so that a kernel dropping either part fails.
 fn device_part(pos: usize) -> usize {
@@ -303,6 +312,36 @@ pub const ATTENTION_MAX_HEAD_DIM: usize = 512;
 
 /// `flash_attn_f16`'s head width `D` without a variant's override.
 pub const FLASH_HEAD_DIM: usize = 128;
+
+/// Plants in each row of `[rows][cols]` (k per row) what a wrong order or tie rule gets wrong:
+/// +0 after -0 and a NaN of each sign (total_cmp ranks +0 above -0, +NaN first and -NaN last;
+/// every other row keeps its +NaN out); then the k-th largest value of the rest copied into
+/// four places spread over different threads' shares, so that the k-th place is a tie that
+/// only the lowest index wins (for k = cols, ties all taken, in index order).
+fn plant_top_k_ties(s: &Shape, x: &mut [f32]) {
+    let (cols, k) = (s.0[1], s.0[2]);
+    if cols < 16 {
+        return;
+    }
+    let ties = [cols / 3, cols / 2 + 1, 2 * cols / 3, cols - 1];
+    for (r, row) in x.chunks_mut(cols).enumerate() {
+        row[1] = -0.0;
+        row[cols - 2] = 0.0;
+        row[cols / 5] = -f32::NAN;
+        if r % 2 == 1 {
+            row[cols / 4] = f32::NAN;
+        }
+        let mut rest: Vec<f32> = (row.iter().enumerate())
+            .filter(|(i, _)| !ties.contains(i))
+            .map(|(_, &v)| v)
+            .collect();
+        rest.sort_unstable_by(|a, b| b.total_cmp(a));
+        let tie = rest[(k - 1).min(rest.len() - 1)];
+        for &i in &ties {
+            row[i] = tie;
+        }
+    }
+}
 
 /// The GEMM shapes of ../shared/ANCHORS.md as T x N x K (N x K is the weight, m x k there).
 const ANCHOR_GEMMS: &[&[usize]] = &[
@@ -321,6 +360,7 @@ impl Spec {
             Op::RmsNorm | Op::AddRmsNorm | Op::Softmax | Op::Argmax | Op::QuantizeActs => {
                 &["rows", "cols"]
             }
+            Op::TopK => &["rows", "cols", "k"],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &["n"],
             Op::Gemm | Op::Matvec | Op::QuantGemm => &["T", "N", "K"],
             Op::Dequant => &["N", "K"],
@@ -364,6 +404,17 @@ impl Spec {
                 &[1, 151_936],
                 &[8, 128_256],
                 &[1, 262_144],
+            ],
+            // llama.cpp's default k (40) and the kernel's largest (256) on the same
+            // vocabularies; k = cols.
+            Op::TopK => &[
+                &[1, 1, 1],
+                &[3, 1000, 40],
+                &[2, 256, 256],
+                &[1, 151_936, 40],
+                &[8, 128_256, 40],
+                &[1, 262_144, 40],
+                &[1, 262_144, 256],
             ],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => {
                 &[&[1], &[1000], &[1_000_003], &[1 << 24]]
@@ -517,6 +568,15 @@ impl Spec {
             Op::QuantizeActs => &[&[1, 64], &[3, 192], &[5, 1024]],
             Op::Softmax => &[&[3, 1], &[4, 77], &[2, 700]],
             Op::Argmax => &[&[1, 1], &[3, 100], &[2, 2500]],
+            // One element; k = cols (every planted value in place); rows wider than the block,
+            // with k up to the kernel's largest; a row past one round of unrolled loads (8192).
+            Op::TopK => &[
+                &[1, 1, 1],
+                &[2, 200, 200],
+                &[3, 2500, 40],
+                &[2, 3000, 256],
+                &[1, 9000, 40],
+            ],
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => {
                 &[&[1], &[1000]]
             }
@@ -582,6 +642,7 @@ impl Spec {
             // Attention scores: 32 heads x T queries, T keys.
             Op::Softmax => &[&[32 * 512, 512], &[32 * 2048, 2048]],
             Op::Argmax => &[&[1, 128_256], &[1, 262_144]],
+            Op::TopK => &[&[1, 128_256, 40], &[1, 262_144, 40], &[1, 262_144, 256]],
             // Residual at T = 512, feed-forward activations at T = 2048.
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &[&[512 * 4096], &[2048 * 14336]],
             Op::Gemm => ANCHOR_GEMMS,
@@ -662,6 +723,7 @@ impl Spec {
                     && d[8] > 0
             }
             (Op::Rope, _) => d[3].is_multiple_of(2) && d[3] <= d[2] && d[4] <= 1,
+            (Op::TopK, _) => 0 < d[2] && d[2] <= d[1].min(TOP_K_MAX) && d[1] <= TOP_K_MAX_COLS,
             _ => true,
         }
     }
@@ -676,7 +738,7 @@ impl Spec {
             Op::QuantizeActs => vec![(d[0] * d[1], 4.0)],
             Op::Softmax => vec![(d[0] * d[1], 8.0)],
             // Ties planted by [`Spec::fill_tables`].
-            Op::Argmax => vec![(d[0] * d[1], 8.0)],
+            Op::Argmax | Op::TopK => vec![(d[0] * d[1], 8.0)],
             Op::Add => vec![(d[0], 1.0), (d[0], 1.0)],
             // Activations see both tails of the sigmoid.
             Op::SiluMul | Op::GeluMul => vec![(d[0], 4.0), (d[0], 1.0)],
@@ -751,6 +813,10 @@ impl Spec {
             }
             return;
         }
+        if self.op == Op::TopK {
+            plant_top_k_ties(s, &mut inputs[0]);
+            return;
+        }
         if self.op == Op::AttentionCombine {
             let (splits, dv) = (s.0[3], s.0[2]);
             for (i, state) in inputs[0].chunks_mut(dv + 2).enumerate() {
@@ -794,6 +860,8 @@ impl Spec {
     pub fn output_elems(&self) -> Vec<Elem> {
         let computed = match self.op {
             Op::AddRmsNorm => 2,
+            // The ids, then the values.
+            Op::TopK => return vec![Elem::I32, Elem::F32],
             _ => 1,
         };
         let half = self.half_copy.then_some(Elem::F16);
@@ -821,6 +889,7 @@ impl Spec {
         match self.op {
             Op::RmsNorm | Op::AddRmsNorm | Op::Softmax | Op::AddBias => d[0] * d[1],
             Op::Argmax => d[0],
+            Op::TopK => d[0] * d[2],
             Op::QuantizeActs => d[0] * d[1] / reference::ACT_S8_GROUP * reference::ACT_S8_DECODED,
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 | Op::Scale | Op::Softcap => d[0],
             Op::Gemm | Op::Matvec | Op::QuantGemm | Op::Dequant => d[0] * d[1],
@@ -925,6 +994,13 @@ impl Spec {
                 .chunks(d[1])
                 .map(|row| f64::from(zinc_models::sampler::argmax(row)))
                 .collect(),
+            Op::TopK => {
+                let top: Vec<(u32, f32)> = (inputs[0].chunks(d[1]))
+                    .flat_map(|row| reference::top_k(row, d[2]))
+                    .collect();
+                let ids = top.iter().map(|&(id, _)| f64::from(id));
+                ids.chain(top.iter().map(|&(_, v)| f64::from(v))).collect()
+            }
             Op::Add => reference::zip_map(&inputs[0], &inputs[1], |a, b| a + b),
             Op::SiluMul => {
                 reference::zip_map(&inputs[0], &inputs[1], |a, b| reference::silu(a) * b)

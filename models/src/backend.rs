@@ -123,6 +123,11 @@ pub trait Backend {
     fn argmax(&self, logits: &Self::Tensor) -> Result<u32> {
         Ok(crate::sampler::argmax(&self.to_host(logits)?))
     }
+    /// The `k` largest elements of the one-row `logits` as (index, value), sorted as
+    /// [`crate::sampler::top_k`] sorts them: a sampler's candidates.
+    fn top_k(&self, logits: &Self::Tensor, k: usize) -> Result<Vec<(u32, f32)>> {
+        Ok(crate::sampler::top_k(&self.to_host(logits)?, k))
+    }
     /// One greedy decoding step: `forward` runs the network on `token` at position `pos` (the
     /// cache holds `pos` positions) and gives the logits; returns their argmax. A backend may
     /// record a step's work once and replay it at later positions (CUDA graphs).

@@ -133,8 +133,8 @@ impl<B: Backend + 'static> Model<B> {
     }
 
     /// As [`Model::forward`], then the next token as `sampler` picks it from the logits. Greedy
-    /// samplers take the backend's [`Backend::argmax`], so a GPU reads back one id, not the
-    /// vocabulary's logits.
+    /// samplers take the backend's [`Backend::argmax`], top-k ones its [`Backend::top_k`], so a
+    /// GPU reads back one id or k candidates, not the vocabulary's logits.
     pub fn forward_sample(
         &mut self,
         tokens: &[u32],
@@ -153,6 +153,8 @@ impl<B: Backend + 'static> Model<B> {
         let logits = logits.expect("Logits::Last gives logits");
         if sampler.is_greedy() {
             self.backend.argmax(&logits)
+        } else if let Some(k) = sampler.top_k() {
+            Ok(sampler.sample_candidates(self.backend.top_k(&logits, k)?))
         } else {
             Ok(sampler.sample(&self.backend.to_host(&logits)?))
         }

@@ -43,15 +43,33 @@ impl Sampler {
         self.config.temperature <= 0.0
     }
 
+    /// How many candidates [`Sampler::sample_candidates`] needs: `Some(top_k)` when this sampler
+    /// draws among the `top_k` most likely tokens, `None` when greedy or when it needs them all.
+    pub fn top_k(&self) -> Option<usize> {
+        (!self.is_greedy() && self.config.top_k > 0).then_some(self.config.top_k)
+    }
+
     /// The next token id. Filters apply in llama.cpp's order: top-k, then top-p on the
     /// untempered distribution, then temperature.
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
-        let c = self.config;
         if self.is_greedy() {
             return argmax(logits);
         }
-        let mut cand: Vec<(u32, f32)> = (0u32..).zip(logits.iter().copied()).collect();
-        cand.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let k = match self.config.top_k {
+            0 => logits.len(),
+            k => k,
+        };
+        self.sample_candidates(top_k(logits, k))
+    }
+
+    /// The next token id from candidates sorted as [`top_k`] sorts them, at least the `top_k`
+    /// most likely tokens (all of them when `top_k` is 0): top-k, top-p, then temperature, as
+    /// [`Sampler::sample`]. A greedy sampler takes the first candidate.
+    pub fn sample_candidates(&mut self, mut cand: Vec<(u32, f32)>) -> u32 {
+        let c = self.config;
+        if self.is_greedy() {
+            return cand.first().map_or(0, |&(id, _)| id);
+        }
         if c.top_k > 0 {
             cand.truncate(c.top_k);
         }
@@ -78,6 +96,21 @@ impl Sampler {
         // Rounding left a sliver of mass past the last candidate.
         cand.last().map_or(0, |&(id, _)| id)
     }
+}
+
+/// The `k` largest logits as (id, logit), sorted by descending [`f32::total_cmp`] (a NaN with
+/// the sign bit clear ranks above +inf, one with it set below -inf, -0 below +0), the lower id
+/// first among equals: the candidates of [`Sampler::sample_candidates`].
+pub fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    let mut cand: Vec<(u32, f32)> = (0u32..).zip(logits.iter().copied()).collect();
+    if k < cand.len() {
+        // Only the k kept need sorting.
+        cand.select_nth_unstable_by(k, order);
+        cand.truncate(k);
+    }
+    cand.sort_unstable_by(order);
+    cand
 }
 
 /// Index of the largest logit; the lowest index wins ties.
@@ -190,6 +223,80 @@ mod tests {
         assert_eq!(draw(42), draw(42));
         let ones = draw(42).iter().filter(|&&t| t == 1).count() as f64 / 4000.0;
         assert!((ones - 0.75).abs() < 0.03, "{ones}");
+    }
+
+    /// 1000 random logits with the third largest value four times over, so that top-k 3 cuts
+    /// through a tie.
+    fn tied_logits() -> Vec<f32> {
+        let mut rng = Rng::new(99);
+        let mut logits: Vec<f32> = (0..1000).map(|_| rng.next_signed_f32() * 6.0).collect();
+        let mut sorted = logits.clone();
+        sorted.sort_by(|a, b| b.total_cmp(a));
+        for i in [990, 500, 10] {
+            logits[i] = sorted[2];
+        }
+        logits
+    }
+
+    /// The draws the sampler made before it took candidate lists (recorded from the sampler
+    /// that sorted the whole row), through both of today's paths.
+    #[test]
+    fn candidate_path_draws_what_the_full_sort_drew() {
+        // (temperature, top_k, top_p); the seed is the setting's place from 1.
+        let settings = [
+            (0.8, 40, 1.0),
+            (1.0, 40, 0.9),
+            (1.5, 5, 0.95),
+            (0.5, 256, 0.7),
+            (2.0, 3, 1.0),
+            (1.0, 2000, 0.99),
+            (1.2, 0, 0.9),
+        ];
+        let recorded: [[u32; 12]; 7] = [
+            [631, 603, 39, 620, 631, 500, 10, 620, 790, 772, 69, 290],
+            [486, 226, 990, 631, 350, 126, 127, 522, 39, 631, 631, 752],
+            [486, 486, 37, 10, 10, 37, 37, 486, 500, 163, 500, 486],
+            [530, 187, 603, 849, 161, 700, 39, 46, 37, 620, 37, 676],
+            [163, 37, 37, 10, 37, 10, 37, 10, 37, 37, 10, 163],
+            [926, 77, 529, 194, 266, 486, 486, 714, 208, 819, 631, 226],
+            [196, 631, 510, 147, 225, 3, 990, 161, 854, 620, 133, 83],
+        ];
+        let logits = tied_logits();
+        for (seed, ((t, k, p), want)) in (1..).zip(settings.into_iter().zip(recorded)) {
+            let mut full = sampler(t, k, p, seed);
+            let mut candidates = sampler(t, k, p, seed);
+            for &token in &want {
+                assert_eq!(full.sample(&logits), token, "t {t} k {k} p {p}");
+                let cand = match candidates.top_k() {
+                    Some(k) => top_k(&logits, k),
+                    None => top_k(&logits, logits.len()),
+                };
+                assert_eq!(
+                    candidates.sample_candidates(cand),
+                    token,
+                    "t {t} k {k} p {p}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn top_k_orders_as_total_cmp_then_lower_id() {
+        let logits = [
+            1.0,
+            f32::NAN,
+            -0.0,
+            0.0,
+            1.0,
+            -f32::NAN,
+            f32::NEG_INFINITY,
+            2.0,
+        ];
+        let ids: Vec<u32> = top_k(&logits, 8).iter().map(|c| c.0).collect();
+        assert_eq!(ids, [1, 7, 0, 4, 3, 2, 6, 5]);
+        let ids: Vec<u32> = top_k(&logits, 3).iter().map(|c| c.0).collect();
+        assert_eq!(ids, [1, 7, 0]);
+        assert_eq!(top_k(&logits, 20).len(), 8);
     }
 
     #[test]

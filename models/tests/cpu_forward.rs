@@ -174,17 +174,29 @@ fn sampling_after_a_forward_picks_from_its_logits() {
     );
     assert_eq!(model.position(), toks.len());
 
-    // A tempered sampler draws from the same logits with the same random numbers.
-    let config = SamplerConfig {
-        temperature: 1.5,
-        top_k: 20,
-        top_p: 0.9,
-        seed: 7,
-    };
-    let (mut on_host, mut in_model) = (Sampler::new(config), Sampler::new(config));
-    for _ in 0..5 {
-        let want = on_host.sample(&logits);
-        assert_eq!(model.forward_sample(&toks, 0, &mut in_model).unwrap(), want);
+    // A tempered sampler draws from the same logits with the same random numbers, whether the
+    // backend selects its top-k candidates (`Backend::top_k`) or the host sorts the whole row
+    // (top-k 0, and k past the vocabulary).
+    let n_vocab = logits.len();
+    for (temperature, top_k, top_p, seed) in [
+        (1.5, 20, 0.9, 7),
+        (0.7, 40, 1.0, 1),
+        (1.0, 3, 0.95, 2),
+        (2.0, n_vocab + 5, 0.5, 3),
+        (1.0, 0, 0.9, 4),
+    ] {
+        let config = SamplerConfig {
+            temperature,
+            top_k,
+            top_p,
+            seed,
+        };
+        let (mut on_host, mut in_model) = (Sampler::new(config), Sampler::new(config));
+        for _ in 0..5 {
+            let want = on_host.sample(&logits);
+            let got = model.forward_sample(&toks, 0, &mut in_model).unwrap();
+            assert_eq!(got, want, "{config:?}");
+        }
     }
 }
 

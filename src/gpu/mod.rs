@@ -40,6 +40,7 @@ use zinc_runtime::half::f16;
 use zinc_runtime::{Arg, Device, DeviceBuffer, Event, Graph, Grid, Kernel, RuntimeError, Stream};
 
 use crate::registry::{Registry, RegistryError};
+use crate::specs::{TOP_K_MAX, TOP_K_MAX_COLS};
 
 /// Widest attention head the split attention kernel takes (its `D_MAX`).
 const MAX_HEAD_DIM: usize = 512;
@@ -135,6 +136,7 @@ struct Kernels {
     attention_split: Arc<Kernel>,
     attention_combine: Arc<Kernel>,
     argmax: Arc<Kernel>,
+    top_k: Arc<Kernel>,
 }
 
 impl Kernels {
@@ -158,6 +160,7 @@ impl Kernels {
             attention_split: k("attention_split_f16")?,
             attention_combine: k("attention_combine")?,
             argmax: k("argmax_rows")?,
+            top_k: k("top_k_rows")?,
         })
     }
 }
@@ -1132,6 +1135,36 @@ impl Backend for Gpu {
         let mut index = self.queue.stream.alloc::<i32>(1).gpu()?;
         argmax_into(&self.queue, &self.kernels, logits, &mut index)?;
         token_of(self.queue.stream.download(&index).gpu()?[0])
+    }
+
+    /// The candidates are selected on the device: `k` (id, logit) pairs come back, not the
+    /// row. Beyond the kernel's k or row width, the host selects them.
+    fn top_k(&self, logits: &Act, k: usize) -> Result<Vec<(u32, f32)>> {
+        let cols = logits.len();
+        let k = k.min(cols);
+        if k == 0 || k > TOP_K_MAX || cols > TOP_K_MAX_COLS {
+            return Ok(zinc_models::sampler::top_k(&self.to_host(logits)?, k));
+        }
+        let stream = &self.queue.stream;
+        let mut ids = stream.alloc::<i32>(k).gpu()?;
+        let mut values = stream.alloc::<f32>(k).gpu()?;
+        self.launch(
+            &self.kernels.top_k,
+            &mut [
+                logits.into(),
+                (&mut ids).into(),
+                (&mut values).into(),
+                u32_arg(1)?,
+                u32_arg(cols)?,
+                u32_arg(k)?,
+            ],
+        )?;
+        let ids = stream.download(&ids).gpu()?;
+        let values = stream.download(&values).gpu()?;
+        ids.into_iter()
+            .zip(values)
+            .map(|(id, v)| Ok((token_of(id)?, v)))
+            .collect()
     }
 
     fn greedy_step(

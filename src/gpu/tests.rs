@@ -173,3 +173,40 @@ fn replayable_greedy_steps_on_the_emulated_device_match_the_cpu() {
     assert!(picks.windows(2).any(|w| w[0] != w[1]), "{picks:?}");
     assert_eq!(greedy_picks(&mut gpu, &tokens), picks);
 }
+
+/// Top-k sampling on the GPU backend selects its candidates on the device (`top_k_rows`) and
+/// draws what the host sampler draws from the backend's own downloaded logits, seed for seed.
+/// Against the GPU's logits, not the CPU's: the two differ in the last bits, which can move a
+/// candidate across the k-th place or a draw across a boundary of the cumulative
+/// distribution; the selection itself is exact, so on the same logits the draws are the same.
+#[test]
+fn top_k_sampling_on_the_emulated_device_draws_what_the_host_draws() {
+    let gguf = tiny_model("llama3-8b");
+    let device = Arc::new(crate::emulator::device());
+    let weights = weight_bytes(&gguf);
+    let mut gpu = Model::with_backend(&gguf, |c| Ok(Gpu::new(&device, c, 1, weights)?)).unwrap();
+    let tokens = [7];
+    let logits = gpu.forward(&tokens, 0).unwrap();
+    let mut picks = Vec::new();
+    for (temperature, top_k, top_p, seed) in [
+        (1.0, 40, 1.0, 1),
+        (1.5, 3, 0.95, 2),
+        (0.8, 256, 0.9, 3),
+        (2.0, 1, 1.0, 4),
+    ] {
+        let config = SamplerConfig {
+            temperature,
+            top_k,
+            top_p,
+            seed,
+        };
+        let (mut on_host, mut on_device) = (Sampler::new(config), Sampler::new(config));
+        for _ in 0..2 {
+            let want = on_host.sample(&logits);
+            let got = gpu.forward_sample(&tokens, 0, &mut on_device).unwrap();
+            assert_eq!(got, want, "{config:?}");
+            picks.push(got);
+        }
+    }
+    assert!(picks.windows(2).any(|w| w[0] != w[1]), "{picks:?}");
+}
