@@ -173,6 +173,7 @@ pub const SPECS: &[Spec] = &[
     quant("matvec_q8_0", Op::Matvec, GgmlType::Q8_0, Elem::F32),
     quant("matvec_q5_0", Op::Matvec, GgmlType::Q5_0, Elem::F32),
     quant_gemm("gemm_q4k", GgmlType::Q4_K),
+    quant_gemm("gemm_q5k", GgmlType::Q5_K),
     // The int8 path: activations from quantize_s8, i8 mma on the raw nibbles.
     Spec {
         kernel: "gemm_q4k_s8",

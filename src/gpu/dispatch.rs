@@ -179,13 +179,15 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
 /// `n` rows and `k` columns, if there is one (they take 64-column slices); others are
 /// dequantized into a scratch f16 matrix for [`gemm_f16`]. The variants are the H200's fastest
 /// at the anchor shapes (docs/PERF.md): 256-row tiles for long prompts, and for Q4_K 64-column
-/// tiles (twice the blocks) for shorter ones.
+/// tiles (twice the blocks) for shorter ones; Q5_K (Q4_K's kernel with fifth bits) takes Q4_K's
+/// choices until a tune run says otherwise.
 pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
     if !k.is_multiple_of(64) {
         return None;
     }
     let kernel = match ty {
         GgmlType::Q4_K => "gemm_q4k",
+        GgmlType::Q5_K => "gemm_q5k",
         GgmlType::Q6_K => "gemm_q6k",
         GgmlType::Q8_0 => "gemm_q8_0",
         GgmlType::Q5_0 => "gemm_q5_0",
@@ -193,7 +195,7 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> 
     };
     let variant = match ty {
         _ if t >= 1024 => "@BM=256,STAGES=2",
-        GgmlType::Q4_K => "@BN=64",
+        GgmlType::Q4_K | GgmlType::Q5_K => "@BN=64",
         _ if n > k => "@BM=256,STAGES=2",
         _ => "",
     };
