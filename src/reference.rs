@@ -409,6 +409,7 @@ mod tests {
             .collect();
         for (ty, step) in [
             (GgmlType::Q4_K, 0.2),
+            (GgmlType::Q5_K, 0.1),
             (GgmlType::Q6_K, 0.05),
             (GgmlType::Q8_0, 0.01),
             // The largest magnitude maps to -16 steps, its negation clamps to +15.

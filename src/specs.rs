@@ -163,14 +163,17 @@ pub const SPECS: &[Spec] = &[
     // is half of what the tensor cores allow.
     spec("gemm_s8", Op::Gemm, Elem::I8, Elem::I32),
     quant("dequant_q4k", Op::Dequant, GgmlType::Q4_K, Elem::F16),
+    quant("dequant_q5k", Op::Dequant, GgmlType::Q5_K, Elem::F16),
     quant("dequant_q6k", Op::Dequant, GgmlType::Q6_K, Elem::F16),
     quant("dequant_q8_0", Op::Dequant, GgmlType::Q8_0, Elem::F16),
     quant("dequant_q5_0", Op::Dequant, GgmlType::Q5_0, Elem::F16),
     quant("matvec_q4k", Op::Matvec, GgmlType::Q4_K, Elem::F32),
+    quant("matvec_q5k", Op::Matvec, GgmlType::Q5_K, Elem::F32),
     quant("matvec_q6k", Op::Matvec, GgmlType::Q6_K, Elem::F32),
     quant("matvec_q8_0", Op::Matvec, GgmlType::Q8_0, Elem::F32),
     quant("matvec_q5_0", Op::Matvec, GgmlType::Q5_0, Elem::F32),
     quant_gemm("gemm_q4k", GgmlType::Q4_K),
+    quant_gemm("gemm_q5k", GgmlType::Q5_K),
     // The int8 path: activations from quantize_s8, i8 mma on the raw nibbles.
     Spec {
         kernel: "gemm_q4k_s8",
@@ -211,6 +214,7 @@ pub const SPECS: &[Spec] = &[
     spec("embed_f16", Op::Embed, Elem::F16, Elem::F32),
     // u32 token ids, then a quantized table.
     quant("embed_q4k", Op::Embed, GgmlType::Q4_K, Elem::F32),
+    quant("embed_q5k", Op::Embed, GgmlType::Q5_K, Elem::F32),
     quant("embed_q6k", Op::Embed, GgmlType::Q6_K, Elem::F32),
     quant("embed_q8_0", Op::Embed, GgmlType::Q8_0, Elem::F32),
     quant("embed_q5_0", Op::Embed, GgmlType::Q5_0, Elem::F32),

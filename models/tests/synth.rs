@@ -32,32 +32,46 @@ fn type_of(synth: &Synth, name: &str) -> Option<(GgmlType, Vec<u64>)> {
 #[test]
 fn tiny_files_read_back_as_planned() {
     for p in presets() {
-        let synth = tiny(p.name);
-        let bytes = write(&synth, 1);
-        let gguf = Gguf::from_bytes(bytes).unwrap();
-        assert_eq!(gguf.architecture().unwrap(), p.config.arch.name());
-        assert_eq!(gguf.tensors().len(), synth.tensors.len(), "{}", p.name);
-        for t in &synth.tensors {
-            let info = gguf.tensor(&t.spec.name).unwrap();
-            assert_eq!(info.dims, t.spec.dims, "{}", t.spec.name);
-            assert_eq!(info.ggml_type().unwrap(), t.spec.ty, "{}", t.spec.name);
-            let values = gguf.tensor_f32(&t.spec.name).unwrap();
-            assert!(values.iter().all(|v| v.is_finite()), "{}", t.spec.name);
-            let n = values.len() as f32;
-            let mean = values.iter().sum::<f32>() / n;
-            let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / n).sqrt();
-            if t.spec.ty != GgmlType::F32 {
-                // Quantized weights: centred, with about the target spread.
-                assert!(
-                    mean.abs() < 0.2 * WEIGHT_STD,
-                    "{}: mean {mean}",
-                    t.spec.name
-                );
-                let ratio = std / WEIGHT_STD;
-                assert!((0.8..1.25).contains(&ratio), "{}: std {std}", t.spec.name);
-            } else if t.spec.name.ends_with("norm.weight") {
-                assert!((mean - 1.0).abs() < 0.05, "{}: mean {mean}", t.spec.name);
-            }
+        reads_back_as_planned(&tiny(p.name));
+    }
+}
+
+/// Q5_K blocks from the generator, as a Q5_K_M file holds them.
+#[test]
+fn q5_k_weights_read_back_as_planned() {
+    let mut synth = tiny("llama3-8b");
+    synth.retype(GgmlType::Q4_K, GgmlType::Q5_K);
+    assert!(synth.tensors.iter().any(|t| t.spec.ty == GgmlType::Q5_K));
+    reads_back_as_planned(&synth);
+}
+
+/// `synth` written and read back: the planned architecture, names, shapes and types, finite
+/// weights, and quantized ones centred with about the target spread.
+fn reads_back_as_planned(synth: &Synth) {
+    let bytes = write(synth, 1);
+    let gguf = Gguf::from_bytes(bytes).unwrap();
+    assert_eq!(gguf.architecture().unwrap(), synth.config.arch.name());
+    assert_eq!(gguf.tensors().len(), synth.tensors.len());
+    for t in &synth.tensors {
+        let info = gguf.tensor(&t.spec.name).unwrap();
+        assert_eq!(info.dims, t.spec.dims, "{}", t.spec.name);
+        assert_eq!(info.ggml_type().unwrap(), t.spec.ty, "{}", t.spec.name);
+        let values = gguf.tensor_f32(&t.spec.name).unwrap();
+        assert!(values.iter().all(|v| v.is_finite()), "{}", t.spec.name);
+        let n = values.len() as f32;
+        let mean = values.iter().sum::<f32>() / n;
+        let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / n).sqrt();
+        if t.spec.ty != GgmlType::F32 {
+            // Quantized weights: centred, with about the target spread.
+            assert!(
+                mean.abs() < 0.2 * WEIGHT_STD,
+                "{}: mean {mean}",
+                t.spec.name
+            );
+            let ratio = std / WEIGHT_STD;
+            assert!((0.8..1.25).contains(&ratio), "{}: std {std}", t.spec.name);
+        } else if t.spec.name.ends_with("norm.weight") {
+            assert!((mean - 1.0).abs() < 0.05, "{}: mean {mean}", t.spec.name);
         }
     }
 }

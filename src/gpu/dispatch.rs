@@ -106,6 +106,7 @@ pub fn has_kernels(ty: GgmlType) -> bool {
 pub fn quant_suffix(ty: GgmlType) -> Option<&'static str> {
     match ty {
         GgmlType::Q4_K => Some("q4k"),
+        GgmlType::Q5_K => Some("q5k"),
         GgmlType::Q6_K => Some("q6k"),
         GgmlType::Q8_0 => Some("q8_0"),
         GgmlType::Q5_0 => Some("q5_0"),
@@ -114,9 +115,9 @@ pub fn quant_suffix(ty: GgmlType) -> Option<&'static str> {
 }
 
 /// The bytes of a `ty` matrix as every kernel reads them, as little-endian u32 words
-/// zero-padded to whole 16-byte units (kernels view them as `u32x4`): GGUF blocks as they are,
-/// or, for types whose blocks are not 16-byte multiples (Q6_K, Q8_0, Q5_0), the same bytes
-/// grouped by field into aligned planes (models/src/quant/planar.rs).
+/// zero-padded to whole 16-byte units (kernels view them as `u32x4`): GGUF blocks as they are
+/// (Q4_K, Q5_K), or, for types whose blocks are not 16-byte multiples (Q6_K, Q8_0, Q5_0), the
+/// same bytes grouped by field into aligned planes (models/src/quant/planar.rs).
 pub fn device_words(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u32>, QuantError> {
     let planar;
     let bytes = match planar_fields(ty) {
@@ -145,8 +146,9 @@ const FULL_GRID: usize = 120;
 pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
     let suffix = quant_suffix(ty).expect("matvec of a type without kernels");
     // Q4_K: round 3's fastest (docs/PERF.md): 32 rows per block with 8 warps on long rows, 4 on
-    // short ones, at one token; two row groups of 8 warps for batches. Q6_K and Q8_0 share that
-    // structure (round 4) and take the same builds until a tune run says otherwise. Q5_0 has
+    // short ones, at one token; two row groups of 8 warps for batches. Q5_K (Q4_K's kernel with
+    // fifth bits), Q6_K and Q8_0 share that structure (round 4) and take the same builds until a
+    // tune run says otherwise. Q5_0 has
     // the batch-sized builds only: accumulators that fit the batch.
     // Fewer rows per block where 32 would leave SMs idle: the 1024-row key and value
     // projections of an 8B model make 32 blocks of 32 rows for 132 SMs, 128 blocks of 8.
@@ -156,11 +158,15 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
         Some(_) => "TMAX=1,RG=2,KW=8",
         None => "TMAX=1,RG=1,KW=8",
     };
-    let variant = match (ty, t) {
-        (GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0, 1) if k >= n => long_rows,
-        (GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0, 1) => "TMAX=1,RG=4,KW=4",
-        (GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0, 2) => "TMAX=2,RG=2,KW=8",
-        (GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0, _) => "TMAX=4,RG=2,KW=8",
+    let rows_of_32 = matches!(
+        ty,
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::Q8_0
+    );
+    let variant = match (rows_of_32, t) {
+        (true, 1) if k >= n => long_rows,
+        (true, 1) => "TMAX=1,RG=4,KW=4",
+        (true, 2) => "TMAX=2,RG=2,KW=8",
+        (true, _) => "TMAX=4,RG=2,KW=8",
         (_, 1) => "TMAX=1",
         (_, 2) => "TMAX=2",
         (_, 3 | 4) => "TMAX=4",
@@ -173,13 +179,15 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
 /// `n` rows and `k` columns, if there is one (they take 64-column slices); others are
 /// dequantized into a scratch f16 matrix for [`gemm_f16`]. The variants are the H200's fastest
 /// at the anchor shapes (docs/PERF.md): 256-row tiles for long prompts, and for Q4_K 64-column
-/// tiles (twice the blocks) for shorter ones.
+/// tiles (twice the blocks) for shorter ones; Q5_K (Q4_K's kernel with fifth bits) takes Q4_K's
+/// choices until a tune run says otherwise.
 pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
     if !k.is_multiple_of(64) {
         return None;
     }
     let kernel = match ty {
         GgmlType::Q4_K => "gemm_q4k",
+        GgmlType::Q5_K => "gemm_q5k",
         GgmlType::Q6_K => "gemm_q6k",
         GgmlType::Q8_0 => "gemm_q8_0",
         GgmlType::Q5_0 => "gemm_q5_0",
@@ -187,7 +195,7 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> 
     };
     let variant = match ty {
         _ if t >= 1024 => "@BM=256,STAGES=2",
-        GgmlType::Q4_K => "@BN=64",
+        GgmlType::Q4_K | GgmlType::Q5_K => "@BN=64",
         _ if n > k => "@BM=256,STAGES=2",
         _ => "",
     };
@@ -265,6 +273,7 @@ mod tests {
         }
         for ty in [
             GgmlType::Q4_K,
+            GgmlType::Q5_K,
             GgmlType::Q6_K,
             GgmlType::Q8_0,
             GgmlType::Q5_0,
@@ -319,6 +328,8 @@ mod tests {
         let le = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         let q4k = bytes(GgmlType::Q4_K);
         assert_eq!(le(&device_words(GgmlType::Q4_K, &q4k).unwrap()), q4k);
+        let q5k = bytes(GgmlType::Q5_K);
+        assert_eq!(le(&device_words(GgmlType::Q5_K, &q5k).unwrap()), q5k);
         let raw = bytes(GgmlType::Q6_K);
         let planar = le(&device_words(GgmlType::Q6_K, &raw).unwrap());
         assert_eq!(planar.len(), 432);
@@ -419,7 +430,8 @@ mod tests {
     #[test]
     fn other_types_have_no_kernels() {
         assert!(!has_kernels(GgmlType::F16));
-        assert!(!has_kernels(GgmlType::Q5_K));
+        assert!(!has_kernels(GgmlType::Q5_1));
+        assert!(has_kernels(GgmlType::Q5_K));
         assert!(has_kernels(GgmlType::Q6_K));
     }
 }

@@ -13,6 +13,7 @@ use zinc_models::backend::{RopeStyle, RopeTable};
 use zinc_models::cpu;
 use zinc_models::forward::Model;
 use zinc_models::gguf::Gguf;
+use zinc_models::quant::GgmlType;
 use zinc_models::sampler::{Sampler, SamplerConfig};
 use zinc_models::synth::{preset, Synth};
 
@@ -81,6 +82,10 @@ const WINDOW: u32 = 16;
 /// sliding-window period made 2, so one local and one global layer, with a window the prompt
 /// overruns).
 fn tiny_model(name: &str) -> Gguf {
+    written(&tiny_synth(name))
+}
+
+fn tiny_synth(name: &str) -> Synth {
     let p = preset(name).unwrap();
     let mut config = p.config.tiny();
     config.n_layer = 2;
@@ -88,15 +93,21 @@ fn tiny_model(name: &str) -> Gguf {
         swa.period = 2;
         swa.window = WINDOW;
     }
-    let synth = Synth::new(p.model, config).unwrap();
+    Synth::new(p.model, config).unwrap()
+}
+
+fn written(synth: &Synth) -> Gguf {
     Gguf::from_bytes(synth.write(0, Vec::new(), &mut |_, _| {}).unwrap()).unwrap()
 }
 
 /// Runs [`tiny_model`] of `preset` on the GPU backend over the emulated device and on the CPU
 /// reference, and compares the logits at every prompt position and decode step.
 fn check_on_emulated_device(name: &str, tolerance: f32) {
+    check_model_on_emulated_device(name, tiny_model(name), tolerance);
+}
+
+fn check_model_on_emulated_device(name: &str, gguf: Gguf, tolerance: f32) {
     let started = Instant::now();
-    let gguf = tiny_model(name);
     let device = Arc::new(crate::emulator::device());
     let weights = weight_bytes(&gguf);
     let ctx = PROMPT + N_DECODE;
@@ -114,6 +125,20 @@ fn check_on_emulated_device(name: &str, tolerance: f32) {
 #[test]
 fn llama3_on_the_emulated_device_matches_the_cpu() {
     check_on_emulated_device("llama3-8b", DEFAULT_TOLERANCE);
+}
+
+/// The tiny llama with its Q4_K matrices stored as Q5_K (as a Q5_K_M file has them): matvec_q5k,
+/// gemm_q5k and the Q5_K uploads in the engine.
+#[test]
+fn llama3_with_q5_k_weights_on_the_emulated_device_matches_the_cpu() {
+    let mut synth = tiny_synth("llama3-8b");
+    synth.retype(GgmlType::Q4_K, GgmlType::Q5_K);
+    let gguf = written(&synth);
+    assert!(gguf
+        .tensors()
+        .iter()
+        .any(|t| t.ggml_type().ok() == Some(GgmlType::Q5_K)));
+    check_model_on_emulated_device("llama3-8b Q5_K", gguf, DEFAULT_TOLERANCE);
 }
 
 #[test]

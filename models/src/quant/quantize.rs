@@ -37,6 +37,7 @@ pub(super) fn block_kernel(ty: GgmlType) -> Option<QuantKernel> {
         Q8_0 => q8_0,
         Q5_0 => q5_0,
         Q4_K => q4_k,
+        Q5_K => q5_k,
         Q6_K => q6_k,
         _ => return None,
     })
@@ -102,12 +103,24 @@ fn six_bit_scales(values: &[f32; 8], b: &mut [u8], at: usize) -> (f32, [u8; 8]) 
 /// Q4_K: each 32-weight sub-block gets the asymmetric range [min(0, lo), hi], so weight =
 /// d*sc*q - dmin*m with q in 0..=15.
 fn q4_k(x: &[f32], b: &mut [u8]) {
+    k_quant(x, b, false);
+}
+
+/// Q5_K: Q4_K's scheme with 5-bit quants (0..=31), whose fifth bits sit in 32 bytes between the
+/// scales and the nibbles (bit k of byte l for weight 32k + l).
+fn q5_k(x: &[f32], b: &mut [u8]) {
+    k_quant(x, b, true);
+}
+
+/// Q4_K, or with `has_high` Q5_K.
+fn k_quant(x: &[f32], b: &mut [u8], has_high: bool) {
+    let top = if has_high { 31 } else { 15 };
     let mut steps = [0.0f32; 8];
     let mut mins = [0.0f32; 8];
     for (sub, x) in x.chunks_exact(32).enumerate() {
         let lo = x.iter().fold(0.0f32, |m, &v| m.min(v));
         let hi = x.iter().fold(lo, |m, &v| m.max(v));
-        steps[sub] = (hi - lo) / 15.0;
+        steps[sub] = (hi - lo) / top as f32;
         mins[sub] = -lo;
     }
     let (d, sc) = six_bit_scales(&steps, b, 0);
@@ -124,13 +137,17 @@ fn q4_k(x: &[f32], b: &mut [u8]) {
             packed[j] |= (m[j] >> 4) << 6;
         }
     }
-    b[16..144].fill(0);
+    let nibbles_at = if has_high { 48 } else { 16 };
+    b[16..].fill(0);
     for (sub, x) in x.chunks_exact(32).enumerate() {
         let (sc, m) = k4_scale_min(&b[4..16], sub);
         let (id, min) = (inverse(d * f32::from(sc)), dmin * f32::from(m));
         for (l, &v) in x.iter().enumerate() {
-            let q = round_clamp((v + min) * id, 0, 15) as u8;
-            b[16 + sub / 2 * 32 + l] |= q << (4 * (sub % 2));
+            let q = round_clamp((v + min) * id, 0, top) as u8;
+            b[nibbles_at + sub / 2 * 32 + l] |= (q & 0xF) << (4 * (sub % 2));
+            if has_high {
+                b[16 + l] |= (q >> 4) << sub;
+            }
         }
     }
 }

@@ -330,16 +330,29 @@ fn q5_0_round_trip() {
     round_trip(GgmlType::Q5_0, 32, |x, _| abs_max(x) / 16.0 * 1.002);
 }
 
-#[test]
-fn q4_k_round_trip() {
-    // Half a step of the sub-block's range / 15, widened by the 6-bit rounding of the scale (up
-    // to one d) and of the min (half a dmin).
-    round_trip(GgmlType::Q4_K, 32, |x, b| {
+/// Q4_K and Q5_K with `steps` quantization steps per sub-block range: half a step of the
+/// range / steps, widened by the 6-bit rounding of the scale (up to one d) and of the min (half a
+/// dmin).
+fn k_quant_round_trip(ty: GgmlType, steps: f32) {
+    round_trip(ty, 32, |x, b| {
         let (d, dmin) = (dequant::f16_at(b, 0), dequant::f16_at(b, 2));
         let lo = x.iter().fold(0.0f32, |m, &v| m.min(v));
         let hi = x.iter().fold(lo, |m, &v| m.max(v));
-        0.5 * ((hi - lo) / 15.0 + d) + 0.5 * dmin + 1e-6
+        0.5 * ((hi - lo) / steps + d) + 0.5 * dmin + 1e-6
     });
+}
+
+#[test]
+fn q4_k_round_trip() {
+    k_quant_round_trip(GgmlType::Q4_K, 15.0);
+}
+
+#[test]
+fn q5_k_round_trip() {
+    k_quant_round_trip(GgmlType::Q5_K, 31.0);
+    // The fifth bits are used: a ramp over a sub-block reaches quants above 15.
+    let ramp: Vec<f32> = (0..256).map(|i| (i % 32) as f32).collect();
+    assert!(quant(GgmlType::Q5_K, &ramp)[16..48].iter().any(|&b| b != 0));
 }
 
 #[test]

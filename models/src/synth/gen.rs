@@ -74,6 +74,7 @@ fn rms(lo: i32, hi: i32) -> f32 {
 pub fn fill(ty: GgmlType, init: Init, first: u64, out: &mut [u8], rng: &mut WyRand) {
     match (init, ty) {
         (Init::Weight, GgmlType::Q4_K) => blocks(out, 144, rng, q4_k),
+        (Init::Weight, GgmlType::Q5_K) => blocks(out, 176, rng, q5_k),
         (Init::Weight, GgmlType::Q6_K) => blocks(out, 210, rng, q6_k),
         (Init::Weight, GgmlType::Q5_0) => blocks(out, 22, rng, q5_0),
         (Init::Weight, GgmlType::Q8_0) => blocks(out, 34, rng, q8_0),
@@ -113,18 +114,29 @@ fn blocks(out: &mut [u8], size: usize, rng: &mut WyRand, header: fn(&mut [u8], &
 /// Weight = d·sc·q − dmin·m. Scales are drawn from 32..=63 and each min is set to cancel the
 /// sub-block's mean (q averages 7.5), so weights are centred on zero.
 fn q4_k(b: &mut [u8], rng: &mut WyRand) {
-    const DMIN_RATIO: f32 = 8.0;
-    // The mins cancel the mean of q, leaving its spread: the std of 16 uniform levels.
-    let q_std = (255.0f32 / 12.0).sqrt();
+    k_quant_header(b, rng, 16);
+}
+
+/// Q5_K: Q4_K's header and nibbles with 32 bytes of fifth bits between them (random, as the
+/// nibbles), so q averages 15.5.
+fn q5_k(b: &mut [u8], rng: &mut WyRand) {
+    k_quant_header(b, rng, 32);
+}
+
+/// The d, dmin and (scale, min) pairs of a Q4_K or Q5_K block whose quants take `levels` values.
+fn k_quant_header(b: &mut [u8], rng: &mut WyRand, levels: u32) {
+    let dmin_ratio = (levels / 2) as f32;
+    // The mins cancel the mean of q, leaving its spread: the std of `levels` uniform levels.
+    let q_std = ((levels * levels - 1) as f32 / 12.0).sqrt();
     let d = rng.block_scale(base_scale(rms(32, 63) * q_std));
-    let dmin = f16::from_f32(d.to_f32() * DMIN_RATIO);
+    let dmin = f16::from_f32(d.to_f32() * dmin_ratio);
     let bits = rng.next_u64();
     let mut sc = [0u8; 8];
     let mut m = [0u8; 8];
     for j in 0..8 {
         sc[j] = 32 + ((bits >> (5 * j)) & 31) as u8;
-        // d·sc·7.5 = dmin·m  =>  m = sc·7.5/8.
-        m[j] = ((u32::from(sc[j]) * 15 + 8) / 16) as u8;
+        // d·sc·(levels - 1)/2 = dmin·m  =>  m = sc·(levels - 1)/levels, rounded.
+        m[j] = ((u32::from(sc[j]) * (levels - 1) + levels / 2) / levels) as u8;
     }
     b[0..2].copy_from_slice(&d.to_le_bytes());
     b[2..4].copy_from_slice(&dmin.to_le_bytes());

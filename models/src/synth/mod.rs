@@ -26,6 +26,7 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 use crate::gguf::{Array, GgufWriter, TensorSpec, Value, WriteError, DEFAULT_ALIGNMENT};
+use crate::quant::GgmlType;
 use gen::WyRand;
 
 #[derive(Debug, Error)]
@@ -84,6 +85,15 @@ impl Synth {
             metadata,
             tensors,
         })
+    }
+
+    /// Stores the tensors of type `from` as `to` instead, e.g. Q4_K as Q5_K for a file like a
+    /// Q5_K_M one (the metadata keep saying Q4_K_M). `to` needs the same block size and a
+    /// generator in `gen` (Q4_K, Q5_K, Q6_K, Q5_0, Q8_0, F16).
+    pub fn retype(&mut self, from: GgmlType, to: GgmlType) {
+        for t in self.tensors.iter_mut().filter(|t| t.spec.ty == from) {
+            t.spec.ty = to;
+        }
     }
 
     /// Bytes of tensor data, alignment padding included (the file adds its header).
