@@ -19,6 +19,18 @@ pub enum Item {
     Const(ConstItem),
     Fn(FnItem),
     Kernel(KernelItem),
+    KernelInstance(KernelInstance),
+}
+
+/// `kernel NAME = KERNEL<PARAM = VALUE, ...>;`: kernel KERNEL (of this file or an imported
+/// one) compiled as NAME with some compile-time parameters fixed to literal values (which `-D`
+/// does not override).
+#[derive(Clone, Debug)]
+pub struct KernelInstance {
+    pub name: Ident,
+    pub of: Ident,
+    pub args: Vec<(Ident, Expr)>,
+    pub span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq)]

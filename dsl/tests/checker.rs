@@ -717,3 +717,60 @@ fn ldmatrix_and_cp_async_take_tile_elements_as_addresses() {
         "{out}"
     );
 }
+
+/// The specialization of kernel `name` in `m`, as (parameter, value) pairs.
+fn specialization(m: &Module, name: &str) -> Vec<(String, ConstValue)> {
+    let f = m.functions.iter().find(|f| f.name == name).expect(name);
+    match &f.kind {
+        FunctionKind::Kernel(launch) => launch.specialization.clone(),
+        _ => panic!("{name} is not a kernel"),
+    }
+}
+
+#[test]
+fn kernel_instances_fix_compile_time_parameters_over_defines() {
+    let lib =
+        "kernel scale<K: u32 = 2, HALF: bool = false>(o: global mut [u32]) grid(1) block(32) {
+        o[thread.x] = select(HALF, K / 2, K);
+    }";
+    let text = "import \"lib.tile\";\nkernel scale3 = scale<K = 3, HALF = true>;";
+    // -D applies to what the instance leaves open; the instance's own arguments win.
+    let m = compile_with(text, &[("K", "9")], &[("lib.tile", lib)]).unwrap();
+    assert_eq!(
+        specialization(&m, "scale3"),
+        vec![
+            ("K".to_string(), ConstValue::Int(3)),
+            ("HALF".to_string(), ConstValue::Bool(true))
+        ]
+    );
+    // Only the root file's kernels and instances are compiled.
+    assert!(m.functions.iter().all(|f| f.name != "scale"));
+    let m = compile_with(
+        "import \"lib.tile\";\nkernel s = scale<HALF = true>;",
+        &[("K", "8")],
+        &[("lib.tile", lib)],
+    )
+    .unwrap();
+    assert_eq!(
+        specialization(&m, "s")[0],
+        ("K".to_string(), ConstValue::Int(8))
+    );
+}
+
+#[test]
+fn kernel_instance_mistakes_are_reported() {
+    let lib = "kernel scale<K: u32 = 2>(o: global mut [u32]) grid(1) block(32) { o[0] = K; }";
+    let files = [("lib.tile", lib)];
+    let err = |text: &str| compile_with(text, &[], &files).expect_err(text);
+    let e = err("import \"lib.tile\";\nkernel s = nothing<K = 3>;");
+    assert!(e.contains("`nothing` is not a kernel"), "{e}");
+    let e = err("import \"lib.tile\";\nkernel s = scale<J = 3>;");
+    assert!(
+        e.contains("kernel `scale` has no compile-time parameter `J`"),
+        "{e}"
+    );
+    let e = err("import \"lib.tile\";\nkernel s = scale<K = 1 + 2>;");
+    assert!(e.contains("must be a literal"), "{e}");
+    let e = err("import \"lib.tile\";\nkernel s = scale<K = 3>;\nkernel s = scale<K = 4>;");
+    assert!(e.contains("defined more than once"), "{e}");
+}

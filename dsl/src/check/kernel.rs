@@ -23,9 +23,93 @@ pub fn root_kernels<'a>(ck: &Checker<'a>) -> impl Iterator<Item = &'a ast::Kerne
         })
 }
 
+/// The kernel instances (`kernel NAME = KERNEL<...>;`) of the root file.
+pub fn root_instances<'a>(ck: &Checker<'a>) -> impl Iterator<Item = &'a ast::KernelInstance> {
+    ck.loaded.files[0]
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            Item::KernelInstance(k) => Some(k),
+            _ => None,
+        })
+}
+
+/// Kernel `instance.of` checked again as `instance.name`, its arguments fixing compile-time
+/// parameters over the defaults and the defines.
+pub fn check_instance(
+    ck: &mut Checker<'_>,
+    instance: &ast::KernelInstance,
+    defines: &[(String, String)],
+) -> Option<Checked> {
+    let Some((file, kernel)) = instance_target(ck, instance) else {
+        let d = Diagnostic::error(
+            format!(
+                "`{}` is not a kernel of this file or of a file it imports",
+                instance.of.name
+            ),
+            instance.of.span,
+        );
+        ck.error(d);
+        return None;
+    };
+    let mut fixed = defines.to_vec();
+    for (name, value) in &instance.args {
+        if !kernel.ct_params.iter().any(|p| p.name.name == name.name) {
+            let d = Diagnostic::error(
+                format!(
+                    "kernel `{}` has no compile-time parameter `{}`",
+                    kernel.name.name, name.name
+                ),
+                name.span,
+            );
+            ck.error(d);
+            return None;
+        }
+        let Some(text) = literal_text(value) else {
+            let d = Diagnostic::error(
+                "an instance's compile-time argument must be a literal",
+                value.span,
+            );
+            ck.error(d);
+            return None;
+        };
+        // Later entries win (`ct_value` takes the last define of a name).
+        fixed.push((name.name.clone(), text));
+    }
+    check_kernel(ck, file, kernel, &instance.name.name, &fixed)
+}
+
+/// The kernel an instance repeats, and the loaded file that defines it.
+fn instance_target<'a>(
+    ck: &Checker<'a>,
+    instance: &ast::KernelInstance,
+) -> Option<(u32, &'a ast::KernelItem)> {
+    let loaded = ck.loaded;
+    (0u32..).zip(&loaded.files).find_map(|(file, ast)| {
+        ast.items.iter().find_map(|item| match item {
+            Item::Kernel(k) if k.name.name == instance.of.name => Some((file, k)),
+            _ => None,
+        })
+    })
+}
+
+/// A literal (possibly negated) as the text of a define.
+fn literal_text(e: &ast::Expr) -> Option<String> {
+    match &e.kind {
+        ast::ExprKind::Int { value, .. } => Some(value.to_string()),
+        ast::ExprKind::Float { value, .. } => Some(value.to_string()),
+        ast::ExprKind::Bool(b) => Some(b.to_string()),
+        ast::ExprKind::Unary(ir::UnOp::Neg, inner) => Some(format!("-{}", literal_text(inner)?)),
+        _ => None,
+    }
+}
+
 /// Every define must name a compile-time parameter of some kernel of the root file.
 pub fn check_defines(ck: &mut Checker<'_>, defines: &[(String, String)]) {
-    let declared: Vec<&str> = root_kernels(ck)
+    let instanced: Vec<&ast::KernelItem> = root_instances(ck)
+        .filter_map(|i| instance_target(ck, i).map(|(_, k)| k))
+        .collect();
+    let declared: Vec<&str> = (root_kernels(ck).chain(instanced))
         .flat_map(|k| k.ct_params.iter().map(|p| p.name.name.as_str()))
         .collect();
     for (name, value) in defines {
@@ -112,13 +196,16 @@ fn dims_count(cx: &mut FnCx<'_, '_>, dims: &ast::LaunchDims, what: &str) -> Res<
     Err(cx.error(d))
 }
 
+/// Kernel `k` of loaded file `file` checked under the name `name` (its own, or an instance's).
 pub fn check_kernel(
     ck: &mut Checker<'_>,
+    file: u32,
     k: &ast::KernelItem,
+    name: &str,
     defines: &[(String, String)],
 ) -> Option<Checked> {
-    let file_name = ck.file_name(0).to_string();
-    let mut cx = FnCx::new(ck, 0, Context::Kernel);
+    let file_name = ck.file_name(file).to_string();
+    let mut cx = FnCx::new(ck, file, Context::Kernel);
     let specialization = ct_params(&mut cx, k, defines);
     let mut params = Vec::new();
     for p in &k.params {
@@ -136,7 +223,7 @@ pub fn check_kernel(
     }
     Some(Checked {
         function: ir::Function {
-            name: k.name.name.clone(),
+            name: name.to_string(),
             kind: ir::FunctionKind::Kernel(ir::Launch {
                 block: block.ok()?,
                 grid: grid.ok()?,

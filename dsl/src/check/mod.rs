@@ -100,9 +100,12 @@ pub fn check(loaded: &Loaded, defines: &[(String, String)]) -> Result<ir::Module
         let _ = ck.const_value(i);
     }
     let device: Vec<Option<Checked>> = (0..ck.fns.len()).map(|i| ck.device_fn(i)).collect();
-    let kernels: Vec<Option<Checked>> = kernel::root_kernels(&ck)
-        .map(|k| kernel::check_kernel(&mut ck, k, defines))
+    let mut kernels: Vec<Option<Checked>> = kernel::root_kernels(&ck)
+        .map(|k| kernel::check_kernel(&mut ck, 0, k, &k.name.name, defines))
         .collect();
+    for instance in kernel::root_instances(&ck) {
+        kernels.push(kernel::check_instance(&mut ck, instance, defines));
+    }
     module::check_recursion(&mut ck, &device);
     if !ck.diags.is_empty() {
         return Err(ck.diags);
@@ -147,6 +150,7 @@ impl<'a> Checker<'a> {
                         (&f.name, ItemRef::Fn(self.fns.len() - 1))
                     }
                     Item::Kernel(k) => (&k.name, ItemRef::Kernel { file }),
+                    Item::KernelInstance(k) => (&k.name, ItemRef::Kernel { file }),
                 };
                 if builtins::is_reserved(&name.name) {
                     self.error(Diagnostic::error(
