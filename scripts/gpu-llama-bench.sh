@@ -2,6 +2,8 @@
 # Runs ON the GPU machine (see docs/GPU.md): llama.cpp's llama-bench and `zinc bench` on the same
 # synthetic Q4_K_M files in one run, pp512 and tg128, side by side.
 #   scripts/gpu-llama-bench.sh [PRESET...]          (default: llama3-8b)
+#   scripts/gpu-llama-bench.sh --build-only         (only build llama-bench, e.g. in the background
+#                                                    while an earlier call's GPU work runs)
 # Needs .carry/zinc and .carry/llama.cpp.tar.gz from scripts/gpu-pack.sh. llama.cpp is built with
 # CUDA for sm_90 into $LLAMA_BUILD (default /tmp/zinc-llama; 4-6 minutes on 16 cores, reused while
 # the machine stays up); the models are written into $MODELS (default /tmp/zinc-models, reused, as
@@ -23,6 +25,11 @@ for need in "$zinc" .carry/llama.cpp.tar.gz; do
         exit 2
     fi
 done
+build_only=0
+if [[ ${1:-} == --build-only ]]; then
+    build_only=1
+    shift
+fi
 presets=("$@")
 [[ ${#presets[@]} -gt 0 ]] || presets=(llama3-8b)
 
@@ -43,6 +50,7 @@ if [[ ! -x $llama_bench ]]; then
         > "$OUT/llama-build.log" 2>&1 || { tail -n 30 "$OUT/llama-build.log"; exit 1; }
     echo "built in $((SECONDS - start)) s"
 fi
+[[ $build_only == 0 ]] || exit 0
 
 for p in "${presets[@]}"; do
     model="$MODELS/$p.gguf"
