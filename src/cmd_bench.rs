@@ -15,9 +15,9 @@ use serde::Serialize;
 use zinc_runtime::half::f16;
 use zinc_runtime::{time_median_ms, Blas, DeviceBuffer, RuntimeError, Stream};
 
-use crate::harness::{self, DeviceCase, ElemBuf};
+use crate::harness::{self, DeviceCase, ElemBuf, HostCase, LastCase};
 use crate::registry::Registry;
-use crate::specs::{spec_for, Baseline, Cost, Elem, Shape, Spec};
+use crate::specs::{Baseline, Cost, Elem, Shape, Spec};
 
 /// Roughly how long each measurement runs; the iteration count follows from a probe.
 const TARGET_MS: f32 = 200.0;
@@ -128,15 +128,16 @@ pub fn run(args: &Args) -> Result<()> {
         .collect();
     print_header();
     let mut rows = Vec::new();
-    for name in names {
-        let Some(spec) = spec_for(name) else {
-            continue;
-        };
-        for shape in spec.shapes(name, &args.shapes, spec.bench_shapes()) {
-            let row = bench.row(name, spec, &shape);
-            print_row(&row);
-            rows.push(row);
-        }
+    // A kernel's variants take turns at each shape, so its inputs are drawn and its weight
+    // quantized once for all of them (at real shapes that took longer than the timing).
+    let work = harness::grouped_by_shape(&names, |name, spec| {
+        spec.shapes(name, &args.shapes, spec.bench_shapes())
+    });
+    let mut last = LastCase::default();
+    for (name, spec, shape) in work {
+        let row = bench.row(name, spec, &shape, last.get(spec, &shape));
+        print_row(&row);
+        rows.push(row);
     }
     anyhow::ensure!(!rows.is_empty(), "no kernel and shape match the filter");
     let fastest = if args.tune {
@@ -188,10 +189,9 @@ pub fn run(args: &Args) -> Result<()> {
 }
 
 impl Bench {
-    fn row(&mut self, name: &str, spec: &Spec, shape: &Shape) -> Row {
-        let inputs = harness::random_inputs(spec, shape);
-        let kernel = self.time_kernel(name, spec, shape, &inputs);
-        let baseline = self.baseline(spec, shape, &inputs);
+    fn row(&mut self, name: &str, spec: &Spec, shape: &Shape, host: &HostCase) -> Row {
+        let kernel = self.time_kernel(name, spec, shape, host);
+        let baseline = self.baseline(spec, shape, &host.inputs);
         let (unit, work) = match spec.cost(shape) {
             // Integer GEMMs: tera-operations (the same 2 T N K count as the f16 baseline's).
             Cost::Flops(f) if spec.input == Elem::I8 => ("TOPS", f / 1e12),
@@ -230,7 +230,7 @@ impl Bench {
         name: &str,
         spec: &Spec,
         shape: &Shape,
-        inputs: &[Vec<f32>],
+        host: &HostCase,
     ) -> Result<Timed> {
         let kernel = self.registry.kernel(name)?;
         let stream = &self.stream;
@@ -240,7 +240,7 @@ impl Bench {
                 let outputs = (spec.output_elems().into_iter())
                     .map(|elem| ElemBuf::alloc(stream, elem, spec.output_len(shape)))
                     .collect::<Result<_>>()?;
-                DeviceCase::upload(stream, spec, inputs, outputs, spec.scalars(shape))
+                DeviceCase::upload(stream, spec, host, outputs, spec.scalars(shape))
             })
             .collect::<Result<Vec<_>>>()?;
         let us = time_rotating(stream, sets, |i| cases[i].launch(&kernel, stream))?;

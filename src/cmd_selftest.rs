@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 use zinc_runtime::Stream;
 
-use crate::harness::{self, DeviceCase, ElemBuf};
+use crate::harness::{self, DeviceCase, ElemBuf, HostCase, LastCase};
 use crate::registry::Registry;
 use crate::specs::{spec_for, Shape, Spec};
 
@@ -31,24 +31,26 @@ pub fn run(args: &Args) -> Result<()> {
         .names()
         .filter(|n| args.filter.as_deref().is_none_or(|f| n.contains(f)))
         .collect();
-    let mut rows = Vec::new();
-    for name in names {
-        let Some(spec) = spec_for(name) else {
-            rows.push(Row::failed(name, "-", "no CPU reference in src/specs.rs"));
-            continue;
-        };
-        for shape in spec.shapes(name, &args.shapes, spec.selftest_shapes()) {
-            match check(&registry, &stream, name, spec, &shape) {
-                Ok(outputs) => {
-                    rows.extend(outputs.into_iter().enumerate().map(|(i, errors)| Row {
-                        kernel: output_label(name, spec, i),
-                        shape: spec.describe(&shape),
-                        tolerance: spec.output_tolerance(i, &shape),
-                        outcome: Ok(errors),
-                    }))
-                }
-                Err(e) => rows.push(Row::failed(name, &spec.describe(&shape), &format!("{e:#}"))),
-            }
+    let mut rows: Vec<Row> = (names.iter())
+        .filter(|name| spec_for(name).is_none())
+        .map(|name| Row::failed(name, "-", "no CPU reference in src/specs.rs"))
+        .collect();
+    // A kernel's variants take turns at each shape: the inputs, the quantized weight and the
+    // reference are made once for all of them.
+    let work = harness::grouped_by_shape(&names, |name, spec| {
+        spec.shapes(name, &args.shapes, spec.selftest_shapes())
+    });
+    let mut last = LastCase::default();
+    for (name, spec, shape) in work {
+        let host = last.get(spec, &shape);
+        match check(&registry, &stream, name, spec, &shape, host) {
+            Ok(outputs) => rows.extend(outputs.into_iter().enumerate().map(|(i, errors)| Row {
+                kernel: output_label(name, spec, i),
+                shape: spec.describe(&shape),
+                tolerance: spec.output_tolerance(i, &shape),
+                outcome: Ok(errors),
+            })),
+            Err(e) => rows.push(Row::failed(name, &spec.describe(&shape), &format!("{e:#}"))),
         }
     }
     if rows.is_empty() {
@@ -70,14 +72,14 @@ fn check(
     name: &str,
     spec: &Spec,
     shape: &Shape,
+    host: &HostCase,
 ) -> Result<Vec<Errors>> {
     let kernel = registry.kernel(name)?;
-    let inputs = harness::random_inputs(spec, shape);
     let len = spec.output_len(shape);
     let outputs = (spec.output_elems().into_iter())
         .map(|elem| ElemBuf::poisoned(stream, elem, len + GUARD))
         .collect::<Result<_>>()?;
-    let mut case = DeviceCase::upload(stream, spec, &inputs, outputs, spec.scalars(shape))?;
+    let mut case = DeviceCase::upload(stream, spec, host, outputs, spec.scalars(shape))?;
     case.launch(&kernel, stream).context("launch")?;
     // The download waits for the kernel, so a fault in it surfaces here.
     let got = case
@@ -86,7 +88,7 @@ fn check(
         .map(|out| out.download_f64(stream))
         .collect::<Result<Vec<_>>>()
         .context("running the kernel")?;
-    Ok(compare_outputs(&got, &spec.reference(shape, &inputs), len))
+    Ok(compare_outputs(&got, host.reference(spec, shape), len))
 }
 
 /// Each output buffer (`len` elements and guards past the end) against its part of `want`,

@@ -1,6 +1,7 @@
 //! What `selftest` and `bench-kernels` share: opening the GPU, random inputs, and a kernel's
 //! device buffers for one shape, launched in the layout of [`crate::specs`].
 
+use std::cell::OnceCell;
 use std::fmt::Display;
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use zinc_runtime::{Arg, Device, DeviceBuffer, Grid, Kernel, ScalarValue, Stream}
 
 use crate::reference;
 use crate::registry::Registry;
-use crate::specs::{Elem, Shape, Spec};
+use crate::specs::{spec_for, Elem, Shape, Spec};
 
 /// Opens GPU 0, or with `ZINC_DEVICE=emulated` the emulated device, whose kernels the CPU
 /// interpreter runs (src/emulator.rs; slow, for tiny models). Errors stay one line ("no CUDA
@@ -255,25 +256,116 @@ pub struct DeviceCase {
     pub scalars: Vec<ScalarValue>,
 }
 
+/// A kernel's random inputs at a shape, with what is slow to derive from them made once: the
+/// quantized weight as the kernel reads it and, on first use, the f64 reference outputs. The
+/// variants of a kernel share one spec, so one case serves all of them at a shape.
+pub struct HostCase {
+    pub inputs: Vec<Vec<f32>>,
+    /// The last input encoded by [`weight_words`], where the spec has a quantized weight.
+    weight: Option<Vec<u32>>,
+    reference: OnceCell<Vec<f64>>,
+}
+
+impl HostCase {
+    pub fn random(spec: &Spec, shape: &Shape) -> HostCase {
+        let inputs = random_inputs(spec, shape);
+        let weight = (spec.weight.is_some()).then(|| weight_words(spec, &inputs[inputs.len() - 1]));
+        HostCase {
+            inputs,
+            weight,
+            reference: OnceCell::new(),
+        }
+    }
+
+    /// [`Spec::reference`] on these inputs, computed once.
+    pub fn reference(&self, spec: &Spec, shape: &Shape) -> &[f64] {
+        self.reference
+            .get_or_init(|| spec.reference(shape, &self.inputs))
+    }
+}
+
+/// The [`HostCase`] of the last (kernel spec, shape) asked for: callers that visit a kernel's
+/// variants one after another at each shape (see [`grouped_by_shape`]) make each case once.
+#[derive(Default)]
+pub struct LastCase {
+    key: Option<(&'static str, Shape)>,
+    case: Option<HostCase>,
+}
+
+impl LastCase {
+    pub fn get(&mut self, spec: &'static Spec, shape: &Shape) -> &HostCase {
+        let key = (spec.kernel, shape.clone());
+        if self.key.as_ref() != Some(&key) {
+            // Drop the old case before drawing the new one: at real shapes each holds
+            // hundreds of MB.
+            self.case = None;
+            self.case = Some(HostCase::random(spec, shape));
+            self.key = Some(key);
+        }
+        self.case.as_ref().expect("just made")
+    }
+}
+
+/// `names` with their specs and shapes (`shapes_of`) as (kernel, spec, shape) work items, each
+/// base kernel's variants next to each other at each of its shapes (in the order the names and
+/// shapes come), so that [`LastCase`] makes each case once. Names without a spec are left out.
+pub fn grouped_by_shape<'a>(
+    names: &[&'a str],
+    shapes_of: impl Fn(&str, &'static Spec) -> Vec<Shape>,
+) -> Vec<(&'a str, &'static Spec, Shape)> {
+    let mut bases: Vec<&'static Spec> = Vec::new();
+    let mut items: Vec<(&'a str, &'static Spec, Vec<Shape>)> = Vec::new();
+    for &name in names {
+        let Some(spec) = spec_for(name) else {
+            continue;
+        };
+        if !bases.iter().any(|b| std::ptr::eq(*b, spec)) {
+            bases.push(spec);
+        }
+        items.push((name, spec, shapes_of(name, spec)));
+    }
+    let mut work = Vec::new();
+    for base in bases {
+        let family: Vec<_> = items
+            .iter()
+            .filter(|(_, s, _)| std::ptr::eq(*s, base))
+            .collect();
+        let mut shapes: Vec<&Shape> = Vec::new();
+        for shape in family.iter().flat_map(|(_, _, shapes)| shapes) {
+            if !shapes.contains(&shape) {
+                shapes.push(shape);
+            }
+        }
+        for shape in shapes {
+            for (name, spec, own) in &family {
+                if own.contains(shape) {
+                    work.push((*name, *spec, shape.clone()));
+                }
+            }
+        }
+    }
+    work
+}
+
 impl DeviceCase {
-    /// `inputs` as `spec` lays them out: quantized weights last, the others as
-    /// [`Spec::input_elem`].
+    /// `host`'s inputs as `spec` lays them out: the quantized weight last (already encoded),
+    /// the others as [`Spec::input_elem`].
     pub fn upload(
         stream: &Stream,
         spec: &Spec,
-        inputs: &[Vec<f32>],
+        host: &HostCase,
         outputs: Vec<ElemBuf>,
         scalars: Vec<ScalarValue>,
     ) -> Result<DeviceCase> {
-        let last = inputs.len() - 1;
-        let inputs = inputs
+        let inputs = host
+            .inputs
             .iter()
             .enumerate()
-            .map(|(i, host)| match spec.weight {
-                Some(_) if i == last => {
-                    Ok(ElemBuf::Words(stream.upload(&weight_words(spec, host))?))
+            .map(|(i, values)| match &host.weight {
+                Some(words) if i == host.inputs.len() - 1 => {
+                    Ok(ElemBuf::Words(stream.upload(words)?))
                 }
-                _ => ElemBuf::upload(stream, spec.input_elem(i), host),
+                _ => ElemBuf::upload(stream, spec.input_elem(i), values),
             })
             .collect::<Result<_>>()?;
         Ok(DeviceCase {
@@ -295,6 +387,46 @@ impl DeviceCase {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn variants_take_turns_at_each_shape() {
+        let names = [
+            "matvec_q4k",
+            "no_such_kernel",
+            "matvec_q6k",
+            "matvec_q4k@TMAX=1",
+        ];
+        let (a, b) = (Shape(vec![1, 8, 256]), Shape(vec![2, 8, 512]));
+        let work = grouped_by_shape(&names, |name, _| match name {
+            // A variant may take fewer shapes than its base.
+            "matvec_q4k@TMAX=1" => vec![b.clone()],
+            _ => vec![a.clone(), b.clone()],
+        });
+        let order: Vec<(&str, &Shape)> = work.iter().map(|(n, _, s)| (*n, s)).collect();
+        assert_eq!(
+            order,
+            [
+                ("matvec_q4k", &a),
+                ("matvec_q4k", &b),
+                ("matvec_q4k@TMAX=1", &b),
+                ("matvec_q6k", &a),
+                ("matvec_q6k", &b),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_case_is_remade_only_for_another_kernel_or_shape() {
+        let spec = spec_for("matvec_q4k").unwrap();
+        let other = spec_for("matvec_q6k").unwrap();
+        let (a, b) = (Shape(vec![1, 8, 256]), Shape(vec![1, 16, 256]));
+        let mut last = LastCase::default();
+        let first: *const HostCase = last.get(spec, &a);
+        assert!(std::ptr::eq(first, last.get(spec, &a)));
+        assert_eq!(last.get(spec, &b).inputs[1].len(), 16 * 256);
+        assert_eq!(last.get(other, &b).inputs[1].len(), 16 * 256);
+        assert!(last.get(other, &b).weight.is_some());
+    }
 
     #[test]
     fn random_values_are_nonzero_in_range_and_reproducible() {
