@@ -179,8 +179,9 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
 /// `n` rows and `k` columns, if there is one (they take 64-column slices); others are
 /// dequantized into a scratch f16 matrix for [`gemm_f16`]. The variants are the H200's fastest
 /// at the anchor shapes (docs/PERF.md): 256-row tiles for long prompts, and for Q4_K 64-column
-/// tiles (twice the blocks) for shorter ones; Q5_K (Q4_K's kernel with fifth bits) takes Q4_K's
-/// choices until a tune run says otherwise.
+/// tiles (twice the blocks) for shorter ones, and 64 x 64 tiles where even those make fewer
+/// blocks than SMs; Q5_K (Q4_K's kernel with fifth bits) takes Q4_K's choices until a tune run
+/// says otherwise.
 pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
     if !k.is_multiple_of(64) {
         return None;
@@ -193,8 +194,13 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> 
         GgmlType::Q5_0 => "gemm_q5_0",
         _ => return None,
     };
+    // 128 x 64 tiles leave SMs idle on short matrices (an 8B model's 1024-row key and value
+    // projections make 64 blocks at T = 512): 64 x 64 tiles double the blocks (H200: 56.3 ->
+    // 39.3 us at T=512 N=1024 K=4096, docs/PERF.md).
+    let short = t.div_ceil(128) * n.div_ceil(64) < FULL_GRID;
     let variant = match ty {
         _ if t >= 1024 => "@BM=256,STAGES=2",
+        GgmlType::Q4_K | GgmlType::Q5_K if short => "@BM=64,BN=64,WM=64,WN=32",
         GgmlType::Q4_K | GgmlType::Q5_K => "@BN=64",
         _ if n > k => "@BM=256,STAGES=2",
         _ => "",
@@ -286,7 +292,7 @@ mod tests {
             let suffix = quant_suffix(ty).unwrap();
             names.push(format!("dequant_{suffix}"));
             names.push(format!("embed_{suffix}"));
-            for (t, n, k) in [(512, 4096, 14336), (512, 14336, 4096), (2048, 4096, 4096)] {
+            for (t, n, k) in [(512, 4096, 14336), (512, 14336, 4096), (2048, 4096, 4096), (512, 1024, 4096)] {
                 names.extend(quant_gemm(ty, t, n, k));
             }
         }
