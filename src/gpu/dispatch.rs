@@ -238,11 +238,16 @@ pub fn flash_attention(dk: usize, dv: usize, t: usize) -> Option<&'static str> {
 }
 
 /// Keys per block of the split attention over `n_kv` keys for `rows` (query, head) pairs:
-/// enough blocks to fill the GPU several times over, at least 64 keys each.
+/// enough blocks to fill the GPU several times over, in whole trips of the kernel's block (4
+/// warps of 4 keys). Short contexts get one trip per block: with 64-key splits a decode step at
+/// depth 100 ran 64 blocks of 32 heads x 2 splits, each up to 4 dependent trips long.
 pub fn attention_split(n_kv: usize, rows: usize) -> usize {
     const TARGET_BLOCKS: usize = 1024;
-    let split = (n_kv * rows).div_ceil(TARGET_BLOCKS).next_multiple_of(64);
-    split.max(64)
+    const TRIP_KEYS: usize = 16;
+    (n_kv * rows)
+        .div_ceil(TARGET_BLOCKS)
+        .next_multiple_of(TRIP_KEYS)
+        .max(TRIP_KEYS)
 }
 
 /// The f16 tensor-core GEMM variant for `t` tokens: 256-row tiles of 64 x 64 warps for long
@@ -262,6 +267,22 @@ mod tests {
     use crate::specs::variant_param;
 
     /// Every name the dispatch can produce is registered for every embedded arch.
+    #[test]
+    fn attention_splits_are_whole_trips_and_fill_the_gpu() {
+        // Decode of 32 heads: one trip per block at short depths, ~1024 blocks at long ones.
+        assert_eq!(attention_split(100, 32), 16);
+        assert_eq!(attention_split(256, 32), 16);
+        assert_eq!(attention_split(4096, 32), 128);
+        for (n_kv, rows) in [(1, 1), (37, 8), (4096, 32), (32768, 8)] {
+            let split = attention_split(n_kv, rows);
+            assert_eq!(split % 16, 0);
+            assert!(
+                n_kv.div_ceil(split) * rows <= 1024 + rows,
+                "{n_kv} keys, {rows} rows"
+            );
+        }
+    }
+
     #[test]
     fn dispatched_kernels_exist() {
         let mut names = vec![gemm_f16(1).to_string(), gemm_f16(4096).to_string()];
@@ -292,7 +313,12 @@ mod tests {
             let suffix = quant_suffix(ty).unwrap();
             names.push(format!("dequant_{suffix}"));
             names.push(format!("embed_{suffix}"));
-            for (t, n, k) in [(512, 4096, 14336), (512, 14336, 4096), (2048, 4096, 4096), (512, 1024, 4096)] {
+            for (t, n, k) in [
+                (512, 4096, 14336),
+                (512, 14336, 4096),
+                (2048, 4096, 4096),
+                (512, 1024, 4096),
+            ] {
                 names.extend(quant_gemm(ty, t, n, k));
             }
         }
