@@ -237,8 +237,8 @@ impl Bench {
         let sets = rotation_sets(spec.input_bytes(shape), self.l2_bytes);
         let mut cases = (0..sets)
             .map(|_| {
-                let outputs = (spec.output_elems().into_iter())
-                    .map(|elem| ElemBuf::alloc(stream, elem, spec.output_len(shape)))
+                let outputs = (spec.output_elems().into_iter().zip(spec.output_lens(shape)))
+                    .map(|(elem, len)| ElemBuf::alloc(stream, elem, len))
                     .collect::<Result<_>>()?;
                 DeviceCase::upload(stream, spec, host, outputs, spec.scalars(shape))
             })

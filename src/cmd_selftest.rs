@@ -75,9 +75,9 @@ fn check(
     host: &HostCase,
 ) -> Result<Vec<Errors>> {
     let kernel = registry.kernel(name)?;
-    let len = spec.output_len(shape);
-    let outputs = (spec.output_elems().into_iter())
-        .map(|elem| ElemBuf::poisoned(stream, elem, len + GUARD))
+    let lens = spec.output_lens(shape);
+    let outputs = (spec.output_elems().into_iter().zip(&lens))
+        .map(|(elem, len)| ElemBuf::poisoned(stream, elem, len + GUARD))
         .collect::<Result<_>>()?;
     let mut case = DeviceCase::upload(stream, spec, host, outputs, spec.scalars(shape))?;
     case.launch(&kernel, stream).context("launch")?;
@@ -88,16 +88,19 @@ fn check(
         .map(|out| out.download_f64(stream))
         .collect::<Result<Vec<_>>>()
         .context("running the kernel")?;
-    Ok(compare_outputs(&got, host.reference(spec, shape), len))
+    Ok(compare_outputs(&got, host.reference(spec, shape), &lens))
 }
 
-/// Each output buffer (`len` elements and guards past the end) against its part of `want`,
-/// which holds the outputs one after another.
-fn compare_outputs(outputs: &[Vec<f64>], want: &[f64], len: usize) -> Vec<Errors> {
-    outputs
-        .iter()
-        .enumerate()
-        .map(|(i, got)| Errors::new(&got[..len], &want[i * len..][..len], &got[len..]))
+/// Each output buffer (its `lens` elements and guards past the end) against its part of
+/// `want`, which holds the outputs one after another.
+fn compare_outputs(outputs: &[Vec<f64>], want: &[f64], lens: &[usize]) -> Vec<Errors> {
+    let mut rest = want;
+    (outputs.iter().zip(lens))
+        .map(|(got, &len)| {
+            let (part, after) = rest.split_at(len);
+            rest = after;
+            Errors::new(&got[..len], part, &got[len..])
+        })
         .collect()
 }
 
@@ -483,7 +486,7 @@ mod tests {
             let spec = spec_for(name).unwrap();
             for shape in spec.shapes(name, &[], spec.interp_shapes()) {
                 let inputs = harness::random_inputs(spec, &shape);
-                let len = spec.output_len(&shape);
+                let lens = spec.output_lens(&shape);
                 let last = inputs.len() - 1;
                 let mut args: Vec<Arg> = inputs
                     .iter()
@@ -510,21 +513,27 @@ mod tests {
                         })
                     })
                     .collect();
-                args.extend(spec.output_elems().into_iter().map(|elem| {
-                    Arg::Buffer(match elem {
-                        Elem::F32 => Buffer::from_f32(&vec![f32::NAN; len + GUARD]),
-                        Elem::F16 => Buffer::from_f16(&vec![f16::NAN; len + GUARD]),
-                        // Integer poison, read back as NaN (harness::widen_i32).
-                        Elem::I8 => Buffer::from_slice(&vec![i8::MIN; len + GUARD]),
-                        Elem::I32 => Buffer::from_i32(&vec![i32::MIN; len + GUARD]),
-                        Elem::ActS8 => Buffer::from_u32(&vec![
+                args.extend(
+                    spec.output_elems()
+                        .into_iter()
+                        .zip(&lens)
+                        .map(|(elem, len)| {
+                            let len = *len;
+                            Arg::Buffer(match elem {
+                                Elem::F32 => Buffer::from_f32(&vec![f32::NAN; len + GUARD]),
+                                Elem::F16 => Buffer::from_f16(&vec![f16::NAN; len + GUARD]),
+                                // Integer poison, read back as NaN (harness::widen_i32).
+                                Elem::I8 => Buffer::from_slice(&vec![i8::MIN; len + GUARD]),
+                                Elem::I32 => Buffer::from_i32(&vec![i32::MIN; len + GUARD]),
+                                Elem::ActS8 => Buffer::from_u32(&vec![
                             crate::reference::ACT_S8_POISON;
                             Elem::ActS8.output_bytes(len + GUARD)
                                 / 4
                         ]),
-                        Elem::U32 => unreachable!("no kernel writes u32 outputs"),
-                    })
-                }));
+                                Elem::U32 => unreachable!("no kernel writes u32 outputs"),
+                            })
+                        }),
+                );
                 args.extend(
                     spec.scalars(&shape)
                         .into_iter()
@@ -550,7 +559,7 @@ mod tests {
                     })
                     .collect();
                 let want = spec.reference(&shape, &inputs);
-                for (i, errors) in compare_outputs(&outputs, &want, len).iter().enumerate() {
+                for (i, errors) in compare_outputs(&outputs, &want, &lens).iter().enumerate() {
                     assert!(
                         errors.passes(spec.output_tolerance(i, &shape)),
                         "{} at {shape}: {errors:?}",

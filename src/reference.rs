@@ -243,6 +243,63 @@ pub fn rope(
     y
 }
 
+/// The shape and switches of [`rope_append`].
+pub struct Prologue {
+    pub n_head: usize,
+    pub n_kv: usize,
+    pub dk: usize,
+    pub dv: usize,
+    pub neox: bool,
+    pub qk_norm: bool,
+    pub v_norm: bool,
+    pub eps: f32,
+    /// The cache row (and table row) of the first token.
+    pub pos: usize,
+}
+
+/// The attention prologue of `rope_append_f16` from its inputs (q, k, v, the query and key
+/// norm weights, sin and cos of every row up to the last token's): the queries normed where
+/// `qk_norm` and rotated, then the K cache (the keys likewise) and the V cache (the values,
+/// normed without weight where `v_norm`), both NaN before row `pos` (untouched there).
+pub fn rope_append(inputs: &[Vec<f32>], p: &Prologue) -> Vec<f64> {
+    let [q, k, v, qw, kw, sin, cos, ..] = inputs else {
+        panic!("rope_append takes eight inputs");
+    };
+    let eps = f64::from(p.eps);
+    // A norm's output rounded to f32, as the kernel holds it before rope.
+    let normed = |x: &[f32], w: &[f32], on: bool| -> Vec<f32> {
+        if on {
+            rmsnorm(x, w, eps).into_iter().map(|v| v as f32).collect()
+        } else {
+            x.to_vec()
+        }
+    };
+    let half = sin.len() / (p.pos + q.len() / (p.n_head * p.dk));
+    let rows = p.pos * half..;
+    let rotated = |x: &[f32], w: &[f32], heads: usize| {
+        let n_tokens = x.len() / (heads * p.dk);
+        let (sin, cos) = (&sin[rows.clone()], &cos[rows.clone()]);
+        let table = ..n_tokens * half;
+        rope(
+            &normed(x, w, p.qk_norm),
+            &sin[table],
+            &cos[table],
+            heads,
+            p.dk,
+            p.neox,
+        )
+    };
+    let untouched = |width: usize| std::iter::repeat_n(f64::NAN, p.pos * p.n_kv * width);
+    let ones = vec![1.0; p.dv];
+    let values = normed(v, &ones, p.v_norm).into_iter().map(f64::from);
+    (rotated(q, qw, p.n_head).into_iter())
+        .chain(untouched(p.dk))
+        .chain(rotated(k, kw, p.n_kv))
+        .chain(untouched(p.dv))
+        .chain(values)
+        .collect()
+}
+
 /// Rows `ids` (token ids held as f32) of `table` `[vocab][cols]`, times `scale`.
 pub fn embed(table: &[f32], ids: &[f32], cols: usize, scale: f64) -> Vec<f64> {
     ids.iter()

@@ -45,6 +45,10 @@ pub enum Op {
     Rope,
     /// f32 rows appended to an f16 KV cache at a position.
     Append,
+    /// A decode step's attention prologue: per-head RMS norms of queries and keys (optional,
+    /// weighted), rope of both, keys and unit-normed (optional) values appended to f16 caches.
+    /// Three outputs of different lengths: the rotated queries, the K cache, the V cache.
+    RopeAppend,
     /// Rows of an f16 table gathered by u32 token ids, scaled.
     Embed,
     /// `y[y_off..][..n] = x[x_off..][..n]`; the rest of y untouched.
@@ -221,6 +225,8 @@ pub const SPECS: &[Spec] = &[
     spec("copy_f32", Op::Copy, Elem::F32, Elem::F32),
     // f32 rows, then the u32 position offset.
     spec("append_f16", Op::Append, Elem::F32, Elem::F16),
+    // q, k, v, the two norm weights, sin, cos, the position offset.
+    spec("rope_append_f16", Op::RopeAppend, Elem::F32, Elem::F32),
     spec("add_bias_f32", Op::AddBias, Elem::F32, Elem::F32),
     spec("scale_f32", Op::Scale, Elem::F32, Elem::F32),
     spec("softcap_f32", Op::Softcap, Elem::F32, Elem::F32),
@@ -381,6 +387,10 @@ impl Spec {
             Op::Rope => &["heads", "T", "head_dim", "n_rot", "neox"],
             // n elements (rows of `row`) at position `pos`.
             Op::Append => &["pos", "row", "n"],
+            // T tokens at cache rows pos..; qk_norm and v_norm 1 turn the norms on.
+            Op::RopeAppend => &[
+                "heads", "kv_heads", "dk", "dv", "T", "n_rot", "neox", "qk_norm", "v_norm", "pos",
+            ],
             Op::Embed => &["vocab", "T", "cols"],
             Op::Copy => &["x_off", "y_off", "n"],
             Op::AddBias => &["rows", "cols"],
@@ -551,6 +561,17 @@ impl Spec {
                 &[0, 1024, 512 * 1024],
                 &[4000, 1024, 1024],
             ],
+            // Degenerate; ragged with dk != dv; Llama 3 8B decode; Qwen 3 at the matvec's widest
+            // batch; Gemma 3 270M; Gemma 4 global layers (wide heads, partial rotation, values
+            // normed).
+            Op::RopeAppend => &[
+                &[1, 1, 2, 2, 1, 2, 0, 0, 0, 0],
+                &[6, 3, 100, 70, 5, 40, 0, 1, 1, 33],
+                &[32, 8, 128, 128, 1, 128, 0, 0, 0, 4000],
+                &[32, 8, 128, 128, 8, 128, 1, 1, 0, 300],
+                &[4, 1, 256, 256, 1, 256, 1, 1, 0, 1000],
+                &[16, 2, 512, 512, 3, 128, 1, 1, 1, 500],
+            ],
             Op::Copy => &[
                 &[0, 0, 1],
                 &[100, 50, 300],
@@ -633,6 +654,15 @@ impl Spec {
             Op::Embed => &[&[7, 4, 300], &[5, 1, 1], &[9, 3, 512], &[4, 2, 96]],
             Op::Copy => &[&[0, 0, 1], &[100, 50, 300]],
             Op::Append => &[&[0, 1, 1], &[3, 40, 80], &[2, 7, 5]],
+            // dk != dv both ways, odd widths with an unrotated tail, heads wider than the block,
+            // every flag both ways, a cache from row 0.
+            Op::RopeAppend => &[
+                &[3, 1, 40, 24, 2, 16, 1, 1, 1, 5],
+                &[2, 2, 71, 33, 3, 70, 0, 0, 0, 0],
+                &[4, 2, 300, 130, 1, 260, 1, 1, 1, 9],
+                &[2, 1, 20, 64, 8, 20, 0, 1, 0, 2],
+                &[2, 2, 24, 24, 2, 8, 1, 0, 1, 4],
+            ],
             Op::AddBias => &[&[1, 1], &[3, 200]],
         }
     }
@@ -692,6 +722,11 @@ impl Spec {
             Op::Embed => &[&[32000, 512, 4096], &[32000, 2048, 4096]],
             // KV cache appends in prefill and decode; a last row.
             Op::Append => &[&[0, 1024, 512 * 1024], &[4000, 1024, 1024]],
+            // Decode: Llama 3 8B, Gemma 3 270M.
+            Op::RopeAppend => &[
+                &[32, 8, 128, 128, 1, 128, 0, 0, 0, 4000],
+                &[4, 1, 256, 256, 1, 256, 1, 1, 0, 1000],
+            ],
             Op::Copy => &[&[511 * 4096, 0, 4096]],
             Op::AddBias => &[&[512, 4096], &[2048, 4096]],
             Op::Scale | Op::Softcap => &[&[512 * 4096], &[2048 * 14336]],
@@ -727,6 +762,14 @@ impl Spec {
                     && d[8] > 0
             }
             (Op::Rope, _) => d[3].is_multiple_of(2) && d[3] <= d[2] && d[4] <= 1,
+            (Op::RopeAppend, _) => {
+                d[5].is_multiple_of(2)
+                    && 0 < d[5]
+                    && d[5] <= d[2]
+                    && d[3] > 0
+                    && d[4] > 0
+                    && d[6..9].iter().all(|&flag| flag <= 1)
+            }
             (Op::TopK, _) => 0 < d[2] && d[2] <= d[1].min(TOP_K_MAX) && d[1] <= TOP_K_MAX_COLS,
             _ => true,
         }
@@ -782,6 +825,21 @@ impl Spec {
             ],
             // The rows, then the position offset ([`Spec::fill_tables`]).
             Op::Append => vec![(d[2], 1.0), (1, 1.0)],
+            // q, k, v, their norm weights, sin and cos of every cache row up to the last token's,
+            // the position offset ([`Spec::fill_tables`] writes the last three).
+            Op::RopeAppend => {
+                let table = (d[9] + d[4]) * d[5] / 2;
+                vec![
+                    (d[4] * d[0] * d[2], 2.0),
+                    (d[4] * d[1] * d[2], 2.0),
+                    (d[4] * d[1] * d[3], 2.0),
+                    (d[2], 1.5),
+                    (d[2], 1.5),
+                    (table, 1.0),
+                    (table, 1.0),
+                    (1, 1.0),
+                ]
+            }
             Op::Embed if self.weight.is_some() => vec![(d[1], d[0] as f32), (d[0] * d[2], 1.0)],
             Op::Embed => vec![(d[0] * d[2], 1.0), (d[1], d[0] as f32)],
             Op::Copy => vec![(d[0] + d[2], 1.0)],
@@ -797,7 +855,10 @@ impl Spec {
         match (self.op, i, self.weight) {
             (Op::Embed, 1, None) | (Op::Embed, 0, Some(_)) => Elem::U32,
             (Op::AttentionSplit, 0, _) => Elem::F32,
-            (Op::AttentionSplit, 3, _) | (Op::Rope, 3, _) | (Op::Append, 1, _) => Elem::U32,
+            (Op::AttentionSplit, 3, _)
+            | (Op::Rope, 3, _)
+            | (Op::Append, 1, _)
+            | (Op::RopeAppend, 7, _) => Elem::U32,
             _ => self.input,
         }
     }
@@ -837,32 +898,36 @@ impl Spec {
             Op::Rope => ROPE_AT,
             Op::Append => device_part(s.0[0]),
             Op::AttentionSplit => device_part(attention_params(s).1),
+            Op::RopeAppend => device_part(s.0[9]),
             _ => return,
         };
         let last = inputs.len() - 1;
         inputs[last] = vec![at as f32];
-        if self.op != Op::Rope {
-            return;
-        }
-        let (n_tokens, n_rot, neox) = (s.0[1], s.0[3], s.0[4]);
+        // (first table input, rows, n_rot, neox); the fused prologue's table rows are cache rows.
+        let (sin_input, rows, n_rot, neox) = match self.op {
+            Op::Rope => (1, ROPE_ROW0 + s.0[1], s.0[3], s.0[4]),
+            Op::RopeAppend => (5, s.0[9] + s.0[4], s.0[5], s.0[6]),
+            _ => return,
+        };
         let style = if neox == 1 {
             RopeStyle::Neox
         } else {
             RopeStyle::Normal
         };
         let table = RopeTable::new(style, n_rot, ROPE_BASE, 1.0, None);
-        let (sin, cos): (Vec<Vec<f32>>, Vec<Vec<f32>>) = (ROPE_START - ROPE_ROW0
-            ..ROPE_START + n_tokens)
-            .map(|p| table.sin_cos(p))
-            .unzip();
-        inputs[1] = sin.concat();
-        inputs[2] = cos.concat();
+        let first = ROPE_START - ROPE_ROW0;
+        let (sin, cos): (Vec<Vec<f32>>, Vec<Vec<f32>>) =
+            (first..first + rows).map(|p| table.sin_cos(p)).unzip();
+        inputs[sin_input] = sin.concat();
+        inputs[sin_input + 1] = cos.concat();
     }
 
-    /// The element type of each output view, each of [`Spec::output_len`] elements; the
-    /// reference holds them one after another.
+    /// The element type of each output view (of [`Spec::output_lens`] elements); the reference
+    /// holds them one after another.
     pub fn output_elems(&self) -> Vec<Elem> {
         let computed = match self.op {
+            // The rotated queries, then the K and V caches.
+            Op::RopeAppend => return vec![Elem::F32, Elem::F16, Elem::F16],
             Op::AddRmsNorm => 2,
             // The ids, then the values.
             Op::TopK => return vec![Elem::I32, Elem::F32],
@@ -878,17 +943,28 @@ impl Spec {
         self.output_elems().len()
     }
 
-    /// [`Spec::tolerance`] for output `i`; the f16 copy may differ by its rounding.
+    /// [`Spec::tolerance`] for output `i`; f16 outputs (an f16 copy, a cache) may differ by
+    /// their rounding.
     pub fn output_tolerance(&self, i: usize, s: &Shape) -> f64 {
-        if self.half_copy && i + 1 == self.outputs() {
+        if self.output_elems()[i] == Elem::F16 {
             F16_TOLERANCE
         } else {
             self.tolerance(s)
         }
     }
 
-    /// The elements of each output view.
-    pub fn output_len(&self, s: &Shape) -> usize {
+    /// The elements of each output view, in order.
+    pub fn output_lens(&self, s: &Shape) -> Vec<usize> {
+        let d = &s.0;
+        if self.op == Op::RopeAppend {
+            let rows = d[9] + d[4];
+            return vec![d[4] * d[0] * d[2], rows * d[1] * d[2], rows * d[1] * d[3]];
+        }
+        vec![self.output_len(s); self.outputs()]
+    }
+
+    /// The elements of each output view of a kernel whose outputs are all one length.
+    fn output_len(&self, s: &Shape) -> usize {
         let d = &s.0;
         match self.op {
             Op::RmsNorm | Op::AddRmsNorm | Op::Softmax | Op::AddBias => d[0] * d[1],
@@ -902,6 +978,7 @@ impl Spec {
             Op::AttentionCombine => d[1] * d[0] * d[2],
             Op::Rope => d[1] * d[0] * d[2],
             Op::Append => d[0] * d[1] + d[2],
+            Op::RopeAppend => unreachable!("rope_append_f16's outputs differ in length"),
             Op::Embed => d[1] * d[2],
             Op::Copy => d[1] + d[2],
         }
@@ -950,6 +1027,13 @@ impl Spec {
             }
             Op::Rope => u32s(&[d[0], d[1], d[2], d[3] / 2, d[4], ROPE_ROW0 - ROPE_AT]),
             Op::Append => u32s(&[d[0] - device_part(d[0]), d[1], d[2]]),
+            Op::RopeAppend => {
+                let mut a = u32s(&[d[0], d[1], d[2], d[3], d[4], d[5] / 2]);
+                a.extend(u32s(&d[6..9]));
+                a.push(ScalarValue::F32(RMS_EPS));
+                a.push(ScalarValue::U32((d[9] - device_part(d[9])) as u32));
+                return a;
+            }
             Op::QuantizeActs => u32s(&[d[0] * d[1]]),
             // Quantized tables also take their row count (planar layouts need it).
             Op::Embed if self.weight.is_some() => u32s(d),
@@ -1040,6 +1124,20 @@ impl Spec {
             Op::Append => std::iter::repeat_n(f64::NAN, d[0] * d[1])
                 .chain(inputs[0].iter().map(|&v| f64::from(v)))
                 .collect(),
+            Op::RopeAppend => reference::rope_append(
+                inputs,
+                &reference::Prologue {
+                    n_head: d[0],
+                    n_kv: d[1],
+                    dk: d[2],
+                    dv: d[3],
+                    neox: d[6] == 1,
+                    qk_norm: d[7] == 1,
+                    v_norm: d[8] == 1,
+                    eps: RMS_EPS,
+                    pos: d[9],
+                },
+            ),
             Op::Rope => {
                 let skip = ROPE_ROW0 * d[3] / 2;
                 let (sin, cos) = (&inputs[1][skip..], &inputs[2][skip..]);
@@ -1131,6 +1229,12 @@ impl Spec {
             }
             // n f32 read, n f16 written; the rest of the cache is not touched.
             Op::Append => Cost::Bytes((6 * d[2]) as f64),
+            // The new tokens' heads in (f32) and out (f32 queries, f16 cache rows), their table
+            // rows, the norm weights; the rest of the caches and tables is not touched.
+            Op::RopeAppend => {
+                let (q, k, v) = (d[4] * d[0] * d[2], d[4] * d[1] * d[2], d[4] * d[1] * d[3]);
+                Cost::Bytes((8 * q + 6 * (k + v) + 4 * d[4] * d[5] + 8 * d[2]) as f64)
+            }
             // n elements each way; the rest of x and y is not touched.
             Op::Copy => Cost::Bytes((4 * d[2] + self.out.bytes(d[2])) as f64),
             _ => Cost::Bytes(self.traffic(s)),
@@ -1140,7 +1244,8 @@ impl Spec {
     /// The minimal DRAM traffic: every input read once, every output written once.
     pub fn traffic(&self, s: &Shape) -> f64 {
         let out: usize = (self.output_elems().iter())
-            .map(|e| e.output_bytes(self.output_len(s)))
+            .zip(self.output_lens(s))
+            .map(|(e, len)| e.output_bytes(len))
             .sum();
         (self.input_bytes(s) + out) as f64
     }
@@ -1341,9 +1446,10 @@ mod tests {
                 },
             })
             .collect();
-        args.extend(spec.output_elems().into_iter().map(|elem| ArgDesc::Buffer {
+        let outputs = spec.output_elems().into_iter().zip(spec.output_lens(shape));
+        args.extend(outputs.map(|(elem, len)| ArgDesc::Buffer {
             elem: dtype(elem),
-            len: device_len(elem, elem.output_bytes(spec.output_len(shape))),
+            len: device_len(elem, elem.output_bytes(len)),
             mutable: true,
         }));
         args.extend(spec.scalars(shape).into_iter().map(ArgDesc::Scalar));
@@ -1523,7 +1629,7 @@ mod tests {
                 .map(|&(len, scale)| vec![scale * 0.5; len])
                 .collect();
             let want = spec.reference(&shape, &inputs);
-            let len = spec.outputs() * spec.output_len(&shape);
+            let len: usize = spec.output_lens(&shape).iter().sum();
             assert_eq!(want.len(), len, "{}", spec.kernel);
             // NaN marks elements the kernel must not write.
             assert!(want.iter().all(|v| !v.is_infinite()), "{}", spec.kernel);

@@ -70,6 +70,18 @@ pub trait Backend {
         start: usize,
         p: &AttentionParams,
     ) -> Result<Self::Tensor>;
+    /// One layer's attention after its projections: [`AttentionInputs`] finished (norms, rope,
+    /// values), then [`Backend::attention`]. A backend may fuse the steps before the attention;
+    /// by default they run as [`attention_steps`] does.
+    fn attention_block(
+        &mut self,
+        layer: usize,
+        x: AttentionInputs<'_, Self::Tensor, Self::Vector>,
+        start: usize,
+        p: &AttentionParams,
+    ) -> Result<Self::Tensor> {
+        attention_steps(self, layer, x, start, p)
+    }
     /// `act(gate) * x`, element-wise.
     fn glu(
         &self,
@@ -140,6 +152,61 @@ pub trait Backend {
         let logits = forward(self)?;
         self.argmax(&logits)
     }
+}
+
+/// [`Backend::attention_block`] op by op: the values (normed as asked), per-head RMSNorm of
+/// queries and keys if asked, rope of both, then [`Backend::attention`].
+pub fn attention_steps<B: Backend + ?Sized>(
+    b: &mut B,
+    layer: usize,
+    x: AttentionInputs<'_, B::Tensor, B::Vector>,
+    start: usize,
+    p: &AttentionParams,
+) -> Result<B::Tensor> {
+    let AttentionInputs {
+        mut q,
+        mut k,
+        v,
+        qk_norm,
+        eps,
+        rope,
+    } = x;
+    let v = match v {
+        ValueSource::Given(v) => v,
+        ValueSource::UnitNormed(v) => b.rms_norm_unit(&v, p.head_dim_v, eps)?,
+        ValueSource::UnitNormedKeys => b.rms_norm_unit(&k, p.head_dim_v, eps)?,
+    };
+    if let Some((qn, kn)) = qk_norm {
+        q = b.rms_norm(&q, qn, eps)?;
+        k = b.rms_norm(&k, kn, eps)?;
+    }
+    b.rope(&mut q, p.n_head, p.head_dim_k, start, rope)?;
+    b.rope(&mut k, p.n_head_kv, p.head_dim_k, start, rope)?;
+    b.attention(layer, &q, &k, &v, start, p)
+}
+
+/// One attention layer's projections (`[tokens][heads * width]`) and what becomes of them
+/// before the attention proper ([`Backend::attention_block`]).
+pub struct AttentionInputs<'a, T, V> {
+    pub q: T,
+    pub k: T,
+    pub v: ValueSource<T>,
+    /// Per-head RMSNorm weights of queries and keys, applied before rope (Gemma 3, Qwen 3).
+    pub qk_norm: Option<(&'a V, &'a V)>,
+    /// The norms' epsilon.
+    pub eps: f32,
+    pub rope: &'a RopeTable,
+}
+
+/// Where an attention layer's values come from.
+pub enum ValueSource<T> {
+    /// The value projection as it is.
+    Given(T),
+    /// The value projection RMS-normalized per head without weight (Gemma 4).
+    UnitNormed(T),
+    /// The key projection before the key norm and rope, RMS-normalized per head without weight
+    /// (Gemma 4's global layers without `attn_v`).
+    UnitNormedKeys,
 }
 
 /// A weight matrix as the file stores it: `rows` rows of `cols` values of type `ty`, each row

@@ -29,8 +29,8 @@ use std::sync::Arc;
 use thiserror::Error;
 use zinc_models::arch::Arch;
 use zinc_models::backend::{
-    Activation, AttentionParams, Backend, DeltaNetStep, HostExperts, HostMatrix, Result, RopeStyle,
-    RopeTable, Router,
+    attention_steps, Activation, AttentionInputs, AttentionParams, Backend, DeltaNetStep,
+    HostExperts, HostMatrix, Result, RopeStyle, RopeTable, Router, ValueSource,
 };
 use zinc_models::config::Config;
 use zinc_models::forward::ModelError;
@@ -133,6 +133,7 @@ struct Kernels {
     rope: Arc<Kernel>,
     rope_half: Arc<Kernel>,
     append_f16: Arc<Kernel>,
+    rope_append: Arc<Kernel>,
     attention_split: Arc<Kernel>,
     attention_combine: Arc<Kernel>,
     argmax: Arc<Kernel>,
@@ -157,6 +158,7 @@ impl Kernels {
             rope: k("rope_f32")?,
             rope_half: k("rope_f32h")?,
             append_f16: k("append_f16")?,
+            rope_append: k("rope_append_f16")?,
             attention_split: k("attention_split_f16")?,
             attention_combine: k("attention_combine")?,
             argmax: k("argmax_rows")?,
@@ -647,12 +649,142 @@ impl Gpu {
         Ok(Act::with_half(y, y16))
     }
 
+    /// The attention of `q` over layer `layer`'s cache, after appending `new_kv` (the keys and
+    /// values of positions `start..`) to it; None where a kernel has written them already.
+    fn attend_cache(
+        &mut self,
+        layer: usize,
+        q: &Act,
+        new_kv: Option<(&Act, &Act)>,
+        start: usize,
+        p: &AttentionParams,
+    ) -> Result<Act> {
+        check_attention(p)?;
+        let n_tokens = q.len() / (p.n_head * p.head_dim_k);
+        let needed = start + n_tokens;
+        self.check_capacity(needed)?;
+        let Self {
+            queue,
+            kernels,
+            cache,
+            registry,
+            graphs,
+            no_offset,
+            ..
+        } = self;
+        let cache = &mut cache[layer];
+        debug_assert_eq!(cache.len, start, "the model truncates the cache first");
+        let (host_start, at) = position_args(graphs, no_offset, start);
+        if let Some((k, v)) = new_kv {
+            for (x, c, width) in [
+                (k, &mut cache.k, p.head_dim_k),
+                (v, &mut cache.v, p.head_dim_v),
+            ] {
+                queue.launch(
+                    &kernels.append_f16,
+                    &mut [
+                        x.into(),
+                        at.into(),
+                        c.into(),
+                        u32_arg(host_start)?,
+                        u32_arg(p.n_head_kv * width)?,
+                        u32_arg(x.len())?,
+                    ],
+                )?;
+            }
+        }
+        cache.len = needed;
+        let mut o = queue
+            .stream
+            .alloc(n_tokens * p.n_head * p.head_dim_v)
+            .gpu()?;
+        let shape = |start| -> Result<[Arg<'static>; 9]> {
+            Ok([
+                u32_arg(p.n_head)?,
+                u32_arg(p.n_head_kv)?,
+                u32_arg(p.head_dim_k)?,
+                u32_arg(p.head_dim_v)?,
+                u32_arg(n_tokens)?,
+                u32_arg(start)?,
+                u32_arg(p.window.unwrap_or(0))?,
+                p.scale.into(),
+                p.softcap.unwrap_or(0.0).into(),
+            ])
+        };
+        let flash = dispatch::flash_attention(p.head_dim_k, p.head_dim_v, n_tokens);
+        if let Some(name) = flash {
+            let qh = q.half(queue, &kernels.to_f16)?;
+            let mut o16 = queue.stream.alloc::<f16>(o.len()).gpu()?;
+            let mut args = vec![
+                (&*qh).into(),
+                (&cache.k).into(),
+                (&cache.v).into(),
+                (&mut o).into(),
+                (&mut o16).into(),
+            ];
+            args.extend(shape(start)?);
+            queue.launch(&*registry.kernel(name).gpu()?, &mut args)?;
+            return Ok(Act::with_half(o, Some(o16)));
+        }
+        // Few queries, or head widths without a flash build: split the keys over blocks. A
+        // replayable step covers its graph's key capacity.
+        let keys = replay_keys(graphs).unwrap_or(needed);
+        let split = dispatch::attention_split(keys, p.n_head * n_tokens);
+        let n_splits = keys.div_ceil(split);
+        let mut part: DeviceBuffer<f32> = queue
+            .stream
+            .alloc(n_tokens * p.n_head * n_splits * (p.head_dim_v + 2))
+            .gpu()?;
+        let mut args = vec![
+            q.into(),
+            (&cache.k).into(),
+            (&cache.v).into(),
+            at.into(),
+            (&mut part).into(),
+        ];
+        args.extend(shape(host_start)?);
+        args.extend([u32_arg(split)?, u32_arg(keys)?]);
+        queue.launch(&kernels.attention_split, &mut args)?;
+        queue.launch(
+            &kernels.attention_combine,
+            &mut [
+                (&part).into(),
+                (&mut o).into(),
+                u32_arg(p.n_head)?,
+                u32_arg(n_tokens)?,
+                u32_arg(p.head_dim_v)?,
+                u32_arg(n_splits)?,
+            ],
+        )?;
+        Ok(o.into())
+    }
+
+    /// Refuses a forward pass that would hold more than the cache's positions.
+    fn check_capacity(&self, needed: usize) -> Result<()> {
+        if needed > self.capacity {
+            return Err(GpuError::CacheFull {
+                needed,
+                capacity: self.capacity,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
     /// An f16 buffer of `len` for a kernel's copy of its output, if `half`.
     fn half_copy(&self, half: bool, len: usize) -> Result<Option<DeviceBuffer<f16>>> {
         half.then(|| self.queue.stream.alloc::<f16>(len))
             .transpose()
             .gpu()
     }
+}
+
+/// Refuses attention heads wider than the attention kernels take.
+fn check_attention(p: &AttentionParams) -> Result<()> {
+    if p.head_dim_k.max(p.head_dim_v) > MAX_HEAD_DIM {
+        return unsupported("attention heads wider than 512");
+    }
+    Ok(())
 }
 
 /// The argmax of the one-row `logits` into `index` on the device.
@@ -890,13 +1022,7 @@ impl Backend for Gpu {
         if half_dims == 0 {
             return Ok(());
         }
-        if start + n_tokens > self.capacity {
-            return Err(GpuError::CacheFull {
-                needed: start + n_tokens,
-                capacity: self.capacity,
-            }
-            .into());
-        }
+        self.check_capacity(start + n_tokens)?;
         let rows = self.rope_rows(rope)?;
         let neox = u32::from(rope.style() == RopeStyle::Neox);
         let (start, at) = position_args(&self.graphs, &self.no_offset, start);
@@ -940,112 +1066,70 @@ impl Backend for Gpu {
         start: usize,
         p: &AttentionParams,
     ) -> Result<Act> {
-        if p.head_dim_k.max(p.head_dim_v) > MAX_HEAD_DIM {
-            return unsupported("attention heads wider than 512");
-        }
-        let n_tokens = q.len() / (p.n_head * p.head_dim_k);
-        let needed = start + n_tokens;
-        if needed > self.capacity {
-            return Err(GpuError::CacheFull {
-                needed,
-                capacity: self.capacity,
-            }
-            .into());
-        }
-        let Self {
-            queue,
-            kernels,
-            cache,
-            registry,
-            graphs,
-            no_offset,
-            ..
-        } = self;
-        let cache = &mut cache[layer];
-        debug_assert_eq!(cache.len, start, "the model truncates the cache first");
-        let (host_start, at) = position_args(graphs, no_offset, start);
-        for (x, c, width) in [
-            (k, &mut cache.k, p.head_dim_k),
-            (v, &mut cache.v, p.head_dim_v),
-        ] {
-            queue.launch(
-                &kernels.append_f16,
-                &mut [
-                    x.into(),
-                    at.into(),
-                    c.into(),
-                    u32_arg(host_start)?,
-                    u32_arg(p.n_head_kv * width)?,
-                    u32_arg(x.len())?,
-                ],
-            )?;
-        }
-        cache.len = needed;
-        let mut o = queue
-            .stream
-            .alloc(n_tokens * p.n_head * p.head_dim_v)
-            .gpu()?;
-        let shape = |start| -> Result<[Arg<'static>; 9]> {
-            Ok([
-                u32_arg(p.n_head)?,
-                u32_arg(p.n_head_kv)?,
-                u32_arg(p.head_dim_k)?,
-                u32_arg(p.head_dim_v)?,
-                u32_arg(n_tokens)?,
-                u32_arg(start)?,
-                u32_arg(p.window.unwrap_or(0))?,
-                p.scale.into(),
-                p.softcap.unwrap_or(0.0).into(),
-            ])
-        };
-        let flash = dispatch::flash_attention(p.head_dim_k, p.head_dim_v, n_tokens);
-        if let Some(name) = flash {
-            let qh = q.half(queue, &kernels.to_f16)?;
-            let mut o16 = queue.stream.alloc::<f16>(o.len()).gpu()?;
-            let mut args = vec![
-                (&*qh).into(),
-                (&cache.k).into(),
-                (&cache.v).into(),
-                (&mut o).into(),
-                (&mut o16).into(),
-            ];
-            args.extend(shape(start)?);
-            queue.launch(&*registry.kernel(name).gpu()?, &mut args)?;
-            return Ok(Act::with_half(o, Some(o16)));
-        }
-        // Few queries, or head widths without a flash build: split the keys over blocks. A
-        // replayable step covers its graph's key capacity.
-        let keys = replay_keys(graphs).unwrap_or(needed);
-        let split = dispatch::attention_split(keys, p.n_head * n_tokens);
-        let n_splits = keys.div_ceil(split);
-        let mut part: DeviceBuffer<f32> = queue
-            .stream
-            .alloc(n_tokens * p.n_head * n_splits * (p.head_dim_v + 2))
-            .gpu()?;
-        let mut args = vec![
-            q.into(),
-            (&cache.k).into(),
-            (&cache.v).into(),
-            at.into(),
-            (&mut part).into(),
-        ];
-        args.extend(shape(host_start)?);
-        args.extend([u32_arg(split)?, u32_arg(keys)?]);
-        queue.launch(&kernels.attention_split, &mut args)?;
-        queue.launch(
-            &kernels.attention_combine,
-            &mut [
-                (&part).into(),
-                (&mut o).into(),
-                u32_arg(p.n_head)?,
-                u32_arg(n_tokens)?,
-                u32_arg(p.head_dim_v)?,
-                u32_arg(n_splits)?,
-            ],
-        )?;
-        Ok(o.into())
+        self.attend_cache(layer, q, Some((k, v)), start, p)
     }
 
+    /// At decode (few tokens) the steps before the attention in one launch of rope_append_f16,
+    /// which writes the keys and values into the cache itself; otherwise (and without rope)
+    /// [`attention_steps`].
+    fn attention_block(
+        &mut self,
+        layer: usize,
+        x: AttentionInputs<'_, Act, DeviceBuffer<f32>>,
+        start: usize,
+        p: &AttentionParams,
+    ) -> Result<Act> {
+        let n_tokens = x.q.len() / (p.n_head * p.head_dim_k);
+        let half_dims = x.rope.inv_freq().len();
+        if n_tokens > dispatch::MATVEC_MAX_T || half_dims == 0 {
+            return attention_steps(self, layer, x, start, p);
+        }
+        check_attention(p)?;
+        self.check_capacity(start + n_tokens)?;
+        let rows = self.rope_rows(x.rope)?;
+        let (v, v_norm) = match &x.v {
+            ValueSource::Given(v) => (v, false),
+            ValueSource::UnitNormed(v) => (v, true),
+            ValueSource::UnitNormedKeys => (&x.k, true),
+        };
+        // Without the norms their weights are not read: any f32 buffer will do.
+        let (qw, kw) = x.qk_norm.unwrap_or((&rows.sin, &rows.sin));
+        let mut q = self.alloc(x.q.len())?;
+        let (host_start, at) = position_args(&self.graphs, &self.no_offset, start);
+        let cache = &mut self.cache[layer];
+        let mut args = vec![
+            (&x.q).into(),
+            (&x.k).into(),
+            v.into(),
+            qw.into(),
+            kw.into(),
+            (&rows.sin).into(),
+            (&rows.cos).into(),
+            at.into(),
+            (&mut q).into(),
+            (&mut cache.k).into(),
+            (&mut cache.v).into(),
+        ];
+        for dim in [
+            p.n_head,
+            p.n_head_kv,
+            p.head_dim_k,
+            p.head_dim_v,
+            n_tokens,
+            half_dims,
+        ] {
+            args.push(u32_arg(dim)?);
+        }
+        args.extend([
+            u32::from(x.rope.style() == RopeStyle::Neox).into(),
+            u32::from(x.qk_norm.is_some()).into(),
+            u32::from(v_norm).into(),
+            x.eps.into(),
+            u32_arg(host_start)?,
+        ]);
+        self.queue.launch(&self.kernels.rope_append, &mut args)?;
+        self.attend_cache(layer, &q.into(), None, start, p)
+    }
     fn glu(&self, activation: Activation, gate: &Act, x: &Act) -> Result<Act> {
         // The gated product feeds the down projection only.
         let half = products_read_half(self.batch.get());

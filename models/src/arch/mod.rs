@@ -12,8 +12,8 @@ mod qwen3moe;
 use std::borrow::Cow;
 
 use crate::backend::{
-    Activation, AttentionParams, Backend, ExpertMatrices, HostExperts, HostMatrix, Logits, Result,
-    RopeTable,
+    Activation, AttentionInputs, AttentionParams, Backend, ExpertMatrices, HostExperts, HostMatrix,
+    Logits, Result, RopeTable, ValueSource,
 };
 use crate::config::Config;
 use crate::forward::ModelError;
@@ -265,23 +265,22 @@ impl<B: Backend> Attention<B> {
     /// [`Attention::forward`] before the output projection: `[tokens][n_head * head_dim_v]`,
     /// for architectures that gate the heads before `wo`.
     fn attend(&self, b: &mut B, x: &B::Tensor, start: usize, layer: usize) -> Result<B::Tensor> {
-        let p = &self.params;
-        let mut q = b.matmul(x, &self.wq)?;
-        let mut k = b.matmul(x, &self.wk)?;
+        let q = b.matmul(x, &self.wq)?;
+        let k = b.matmul(x, &self.wk)?;
         let v = match &self.values {
-            Values::Projection(wv) => b.matmul(x, wv)?,
-            Values::NormedProjection(wv) => {
-                b.rms_norm_unit(&b.matmul(x, wv)?, p.head_dim_v, self.eps)?
-            }
-            Values::NormedKeys => b.rms_norm_unit(&k, p.head_dim_v, self.eps)?,
+            Values::Projection(wv) => ValueSource::Given(b.matmul(x, wv)?),
+            Values::NormedProjection(wv) => ValueSource::UnitNormed(b.matmul(x, wv)?),
+            Values::NormedKeys => ValueSource::UnitNormedKeys,
         };
-        if let Some((qn, kn)) = &self.qk_norm {
-            q = b.rms_norm(&q, qn, self.eps)?;
-            k = b.rms_norm(&k, kn, self.eps)?;
-        }
-        b.rope(&mut q, p.n_head, p.head_dim_k, start, &self.rope)?;
-        b.rope(&mut k, p.n_head_kv, p.head_dim_k, start, &self.rope)?;
-        b.attention(layer, &q, &k, &v, start, p)
+        let inputs = AttentionInputs {
+            q,
+            k,
+            v,
+            qk_norm: self.qk_norm.as_ref().map(|(qn, kn)| (qn, kn)),
+            eps: self.eps,
+            rope: &self.rope,
+        };
+        b.attention_block(layer, inputs, start, &self.params)
     }
 }
 
