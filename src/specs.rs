@@ -612,7 +612,9 @@ impl Spec {
             Op::Gemm => &[&[1, 1, 1], &[17, 33, 5], &[17, 33, 8], &[67, 131, 40]],
             // K = 96 only for the 32-weight blocks.
             Op::Dequant => &[&[37, 512], &[3, 96]],
-            Op::Matvec => &[&[1, 37, 512], &[8, 9, 256], &[3, 5, 96]],
+            // 19 super-blocks: several trips per warp at KW = 4 and 8, odd and even counts
+            // (PF = 1's prefetch of a real next trip, and its last phase past the end).
+            Op::Matvec => &[&[1, 37, 512], &[8, 9, 256], &[3, 5, 96], &[2, 19, 4864]],
             // Two block rows and columns at the default tiles.
             Op::QuantGemm => &[
                 &[17, 33, 256],

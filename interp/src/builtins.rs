@@ -212,6 +212,26 @@ impl<'m> Machine<'m, '_> {
             "llvm.nvvm.membar.cta" | "llvm.nvvm.membar.gl" | "llvm.nvvm.membar.sys" => {
                 return Ok(vec![UNSET; self.threads]);
             }
+            // `__syncwarp()`: only the full-warp form, so every live lane must arrive. The
+            // interpreter runs a warp's lanes in step, so there is nothing else to do.
+            "llvm.nvvm.bar.warp.sync" => {
+                let members = self.eval_args(args, mask)?;
+                let full = members.len() == 1
+                    && (0..self.threads)
+                        .filter(|&t| mask.get(t))
+                        .all(|t| members[0][t] == Value::U32(u32::MAX));
+                if !full {
+                    return Err(self.error_at(
+                        e.span,
+                        ErrorKind::Unsupported {
+                            what: "`llvm.nvvm.bar.warp.sync` with a partial member mask"
+                                .to_string(),
+                        },
+                    ));
+                }
+                self.check_converged(mask, "bar.warp.sync", e.span)?;
+                return Ok(vec![UNSET; self.threads]);
+            }
             _ => {}
         }
         let Some(op) = intrinsic_op(name) else {

@@ -188,3 +188,44 @@ fn vector_view_takes_a_buffer_of_its_scalar() {
     let err = launch(WIDE_COPY, "wide_copy", &mut other).unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::ArgType { .. }), "{err}");
 }
+
+#[test]
+fn warp_sync_needs_the_whole_warp() {
+    let src = r#"
+kernel k(y: global mut [u32], n: u32) grid(1) block(64) {
+    if thread.x < n {
+        intrinsic<void>("llvm.nvvm.bar.warp.sync", 0xFFFFFFFFu32);
+    }
+    y[thread.x] = thread.x;
+}
+
+kernel partial(y: global mut [u32]) grid(1) block(32) {
+    intrinsic<void>("llvm.nvvm.bar.warp.sync", 0xFFFFu32);
+    y[thread.x] = thread.x;
+}
+"#;
+    let mut args = vec![
+        Arg::Buffer(Buffer::from_u32(&[0; 64])),
+        Arg::Scalar(Value::U32(64)),
+    ];
+    launch(src, "k", &mut args).unwrap();
+    // Whole warps (the first) pass; lanes 48..64 of the second miss it.
+    args[1] = Arg::Scalar(Value::U32(48));
+    let err = launch(src, "k", &mut args).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::DivergentWarp {
+                warp: 1,
+                missing_lane: 16,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(line_of(&err), 4);
+    args[1] = Arg::Scalar(Value::U32(32));
+    launch(src, "k", &mut args).unwrap();
+    let err = launch(src, "partial", &mut args[..1]).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::Unsupported { .. }), "{err}");
+}
