@@ -145,26 +145,31 @@ const FULL_GRID: usize = 120;
 /// The matvec for `t` tokens (1..=MATVEC_MAX_T) of a `ty` matrix with `n` rows and `k` columns.
 pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
     let suffix = quant_suffix(ty).expect("matvec of a type without kernels");
-    // Q4_K: round 3's fastest (docs/PERF.md): 32 rows per block with 8 warps on long rows, 4 on
-    // short ones, at one token; two row groups of 8 warps for batches. Q5_K (Q4_K's kernel with
-    // fifth bits), Q6_K and Q8_0 share that structure (round 4) and take the same builds until a
-    // tune run says otherwise. Q5_0 has
-    // the batch-sized builds only: accumulators that fit the batch.
-    // Fewer rows per block where 32 would leave SMs idle: the 1024-row key and value
-    // projections of an 8B model make 32 blocks of 32 rows for 132 SMs, 128 blocks of 8.
+    // At one token, the H200's fastest (docs/PERF.md, session 4): Q4_K and Q5_K (one body) with
+    // 16 warps on blocks of 32 long rows (Q4_K 4096 x 14336: 21.8 us against 24.4 with 8) and X
+    // staged in shared memory for short rows (14336 x 4096: 20.4 against 21.7); Q6_K and Q8_0
+    // (one body) with 8 warps on blocks of 16 long rows (24.4 against 25.6 with 32) and 4 warps
+    // on 32 short ones. Fewer rows per block where that would leave SMs idle: the 1024-row key
+    // and value projections of an 8B model take 8 rows per block (128 blocks for 132 SMs).
+    // Batches take two row groups of 8 warps. Q5_0 has the batch-sized builds only.
+    let kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K);
+    let rows_of_32 = kquant || matches!(ty, GgmlType::Q6_K | GgmlType::Q8_0);
     let blocks_of = |rows_per_block: usize| n.div_ceil(rows_per_block);
-    let long_rows = match [4, 2].into_iter().find(|rg| blocks_of(8 * rg) >= FULL_GRID) {
-        Some(4) => "TMAX=1,RG=4,KW=8",
-        Some(_) => "TMAX=1,RG=2,KW=8",
-        None => "TMAX=1,RG=1,KW=8",
+    let long_rows = if kquant && blocks_of(32) >= FULL_GRID {
+        "TMAX=1,RG=4,KW=16"
+    } else if blocks_of(16) >= FULL_GRID {
+        "TMAX=1,RG=2,KW=8"
+    } else {
+        "TMAX=1,RG=1,KW=8"
     };
-    let rows_of_32 = matches!(
-        ty,
-        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::Q8_0
-    );
+    let short_rows = if kquant {
+        "TMAX=1,RG=4,KW=4,XS=1"
+    } else {
+        "TMAX=1,RG=4,KW=4"
+    };
     let variant = match (rows_of_32, t) {
         (true, 1) if k >= n => long_rows,
-        (true, 1) => "TMAX=1,RG=4,KW=4",
+        (true, 1) => short_rows,
         (true, 2) => "TMAX=2,RG=2,KW=8",
         (true, _) => "TMAX=4,RG=2,KW=8",
         (_, 1) => "TMAX=1",
@@ -346,8 +351,10 @@ mod tests {
         for n in [1024, 2048, 4096] {
             assert!(n / rows_per_block(n) >= FULL_GRID, "{n}");
         }
-        // Long matrices keep 32 rows per block (each X load serves them all).
+        // Long Q4_K matrices keep 32 rows per block (each X load serves them all).
         assert_eq!(rows_per_block(4096), 32);
+        let q6k = matvec(GgmlType::Q6_K, 1, 4096, 14336);
+        assert_eq!(variant_param(&q6k, "RG"), Some(2));
     }
 
     #[test]
