@@ -645,7 +645,14 @@ impl Spec {
                 &[4, 2, 40, 24, 3, 50, 20, 30, 16],
                 &[2, 1, 160, 136, 8, 33, 0, 0, 8],
             ],
-            Op::AttentionCombine => &[&[4, 3, 40, 5], &[2, 1, 136, 1]],
+            // 37 splits: several trips of the output loop, the last one partial; 1100: past
+            // the weights kept in shared memory.
+            Op::AttentionCombine => &[
+                &[4, 3, 40, 5],
+                &[2, 1, 136, 1],
+                &[3, 2, 40, 37],
+                &[1, 1, 8, 1100],
+            ],
             // Partial rotation both ways, an odd unrotated tail, more dimensions than threads.
             Op::Rope => &[
                 &[3, 4, 24, 16, 0],
