@@ -363,6 +363,11 @@ const ANCHOR_GEMMS: &[&[usize]] = &[
     &[2048, 4096, 4096],
 ];
 
+/// Dimensions (by [`Spec::dims`] name) for which 0 means an option that is off or an offset.
+const MAY_BE_ZERO: &[&str] = &[
+    "window", "softcap", "neox", "qk_norm", "v_norm", "pos", "x_off", "y_off",
+];
+
 impl Spec {
     /// The names of the shape's dimensions.
     pub fn dims(&self) -> &'static [&'static str] {
@@ -1320,9 +1325,16 @@ impl Spec {
                 .filter(|s| self.accepts_kernel(kernel, s))
                 .collect()
         } else {
+            let zeros_allowed = |s: &Shape| {
+                (s.0.iter().zip(self.dims())).all(|(&d, name)| d > 0 || MAY_BE_ZERO.contains(name))
+            };
             requested
                 .iter()
-                .filter(|s| s.0.len() == self.dims().len() && self.accepts_kernel(kernel, s))
+                .filter(|s| {
+                    s.0.len() == self.dims().len()
+                        && zeros_allowed(s)
+                        && self.accepts_kernel(kernel, s)
+                })
                 .cloned()
                 .collect()
         }
@@ -1367,9 +1379,9 @@ fn embed_scale(cols: usize) -> f32 {
     (cols as f64).sqrt() as f32
 }
 
-/// A kernel's problem size, written `512x4096x4096`; each dimension fits a u32. Parsed ones are
-/// positive; a spec's own shapes also use 0 for an option that is off (attention's window and
-/// softcap, rope's neox) and for zero offsets (copy).
+/// A kernel's problem size, written `512x4096x4096`; each dimension fits a u32. 0 is an option
+/// that is off (attention's window and softcap, rope's neox) or a zero offset (copy, a cache
+/// position): [`Spec::shapes`] takes a requested shape only where its zeros are such dimensions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Shape(pub Vec<usize>);
 
@@ -1383,11 +1395,8 @@ impl FromStr for Shape {
                 d.trim()
                     .parse::<u32>()
                     .ok()
-                    .filter(|&v| v > 0)
                     .map(|v| v as usize)
-                    .ok_or_else(|| {
-                        format!("`{s}` is not a shape like 512x4096 (positive u32 dimensions)")
-                    })
+                    .ok_or_else(|| format!("`{s}` is not a shape like 512x4096 (u32 dimensions)"))
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Shape(dims))
@@ -1532,14 +1541,25 @@ mod tests {
         let s: Shape = "512x4096x4096".parse().unwrap();
         assert_eq!(s.0, [512, 4096, 4096]);
         assert_eq!(s.to_string(), "512x4096x4096");
-        assert!("512x0".parse::<Shape>().is_err());
         assert!("5000000000".parse::<Shape>().is_err());
         assert!("axb".parse::<Shape>().is_err());
         let gemm = spec_for("gemm_simt@BM=128,BN=64").unwrap();
         assert_eq!(gemm.describe(&s), "T=512 N=4096 K=4096");
-        let requested = vec![s.clone(), "37x1000".parse().unwrap()];
+        let requested = vec![
+            s.clone(),
+            "37x1000".parse().unwrap(),
+            "0x64x64".parse().unwrap(),
+        ];
         assert_eq!(gemm.shapes("gemm_simt", &requested, &[]), vec![s]);
         assert_eq!(gemm.shapes("gemm_simt", &[], ANCHOR_GEMMS).len(), 6);
+        // Zero is an option that is off: no window and no softcap, but never zero keys.
+        let split = spec_for("attention_split_f16").unwrap();
+        let decode: Shape = "32x8x128x128x1x512x0x0x16".parse().unwrap();
+        let no_keys: Shape = "32x8x128x128x1x0x0x0x16".parse().unwrap();
+        assert_eq!(
+            split.shapes("attention_split_f16", &[decode.clone(), no_keys], &[]),
+            vec![decode]
+        );
     }
 
     #[test]
