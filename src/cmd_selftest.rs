@@ -389,13 +389,15 @@ mod tests {
         }
     }
 
-    /// The int8 Q4_K path end to end in the interpreter: quantize_s8, then gemm_q4k_s8, against
-    /// the f32 activations times the dequantized weights. The kernels' own error is checked
-    /// against `reference::gemm_q4k_s8` at 1e-5; the rest is the int8 rounding of the
-    /// activations, on the harness's activations (magnitudes 0.1 to 1, so every block's amax is
-    /// near one) and on heavier-tailed ones (every 29th value 8 times larger, as outlier
-    /// channels make them), where one large value coarsens its whole block of 32. Measured
-    /// here: 3.4e-3 and 0.0125 of the largest |Y| (the f16 path's gemm_q4k: 4.5e-4 to 6.9e-4,
+    /// The int8 Q4_K paths end to end in the interpreter: quantize_s8, then gemm_q4k_s8 (prefill)
+    /// or matvec_q4k_s8 (decode), against the f32 activations times the dequantized weights. The
+    /// kernels' own error is checked against `reference::gemm_q4k_s8` at 1e-5; the rest is the
+    /// int8 rounding of the activations, on the harness's activations (magnitudes 0.1 to 1, so
+    /// every block's amax is near one) and on heavier-tailed ones (every 29th value 8 times
+    /// larger, as outlier channels make them), where one large value coarsens its whole block of
+    /// 32. Measured here: gemm at 33x40x1024 3.4e-3 and 0.0125 of the largest |Y|, relative
+    /// Frobenius error 3.7e-3 and 0.0105; matvec at 1x40x4096 5.4e-3 and 0.0109, Frobenius
+    /// 5.0e-3 and 9.2e-3 (the f16 path's gemm_q4k: 4.5e-4 to 6.9e-4 of the largest |Y|,
     /// docs/PERF.md).
     #[test]
     fn int8_q4k_path_error_against_f32_activations() {
@@ -407,46 +409,70 @@ mod tests {
                 .unwrap_or_else(|| panic!("no {file}"))
                 .1
         };
-        let (quantize, gemm) = (module("quantize.tile"), module("gemm_q4k_s8.tile"));
-        let spec = spec_for("gemm_q4k_s8").unwrap();
-        let (t, n, k) = (33, 40, 1024);
-        let shape = Shape(vec![t, n, k]);
-        let inputs = harness::random_inputs(spec, &shape);
-        let heavy: Vec<f32> = inputs[0]
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| if i % 29 == 0 { 8.0 * v } else { v })
-            .collect();
-        let w_words = harness::weight_words(spec, &inputs[1]);
-        let w = crate::reference::dequantized(spec.weight_type(), &inputs[1]);
-        let u = |x: usize| Arg::Scalar(Value::U32(x as u32));
-        for (x, bound) in [(&inputs[0], 5e-3), (&heavy, 1.8e-2)] {
-            let words = Elem::ActS8.bytes(t * k) / 4;
-            let mut args = vec![
-                Arg::ReadOnly(Buffer::from_f32(x)),
-                Arg::Buffer(Buffer::from_u32(&vec![0; words])),
-                u(t * k),
-            ];
-            interpret(quantize, "quantize_s8", &mut args);
-            let acts = args[1].buffer().unwrap().to_u32();
-            let mut args = vec![
-                Arg::ReadOnly(Buffer::from_u32(&acts)),
-                Arg::ReadOnly(Buffer::from_u32(&w_words)),
-                Arg::Buffer(Buffer::from_f32(&vec![f32::NAN; t * n])),
-                u(t),
-                u(n),
-                u(k),
-            ];
-            interpret(gemm, "gemm_q4k_s8", &mut args);
-            let got = f32_output(&args[2]);
-            // The kernels themselves: the host quantizes the same way, bit for bit.
-            let quantized = crate::reference::gemm_q4k_s8(x, &inputs[1], n, k);
-            let kernels = Errors::new(&got, &quantized, &[]);
-            assert!(kernels.passes(1e-5), "{kernels:?}");
-            let exact = crate::reference::gemm_xwt(x, &w, n, k);
-            let errors = Errors::new(&got, &exact, &[]);
-            eprintln!("int8 Q4_K path against f32 activations: {errors:?}");
-            assert!(errors.passes(bound), "{errors:?}");
+        let quantize = module("quantize.tile");
+        // (file, kernel, shape, bounds on the largest error relative to the largest |Y|).
+        let products = [
+            (
+                "gemm_q4k_s8.tile",
+                "gemm_q4k_s8",
+                (33, 40, 1024),
+                [5e-3, 1.8e-2],
+            ),
+            (
+                "matvec.tile",
+                "matvec_q4k_s8",
+                (1, 40, 4096),
+                [8e-3, 1.8e-2],
+            ),
+        ];
+        for (file, kernel, (t, n, k), bounds) in products {
+            let product = module(file);
+            let spec = spec_for(kernel).unwrap();
+            let shape = Shape(vec![t, n, k]);
+            let inputs = harness::random_inputs(spec, &shape);
+            let heavy: Vec<f32> = inputs[0]
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| if i % 29 == 0 { 8.0 * v } else { v })
+                .collect();
+            let w_words = harness::weight_words(spec, &inputs[1]);
+            let w = crate::reference::dequantized(spec.weight_type(), &inputs[1]);
+            let u = |x: usize| Arg::Scalar(Value::U32(x as u32));
+            for (x, bound) in [&inputs[0], &heavy].into_iter().zip(bounds) {
+                let words = Elem::ActS8.bytes(t * k) / 4;
+                let mut args = vec![
+                    Arg::ReadOnly(Buffer::from_f32(x)),
+                    Arg::Buffer(Buffer::from_u32(&vec![0; words])),
+                    u(t * k),
+                ];
+                interpret(quantize, "quantize_s8", &mut args);
+                let acts = args[1].buffer().unwrap().to_u32();
+                let mut args = vec![
+                    Arg::ReadOnly(Buffer::from_u32(&acts)),
+                    Arg::ReadOnly(Buffer::from_u32(&w_words)),
+                    Arg::Buffer(Buffer::from_f32(&vec![f32::NAN; t * n])),
+                    u(t),
+                    u(n),
+                    u(k),
+                ];
+                interpret(product, kernel, &mut args);
+                let got = f32_output(&args[2]);
+                // The kernels themselves: the host quantizes the same way, bit for bit.
+                let quantized = crate::reference::gemm_q4k_s8(x, &inputs[1], n, k);
+                let kernels = Errors::new(&got, &quantized, &[]);
+                assert!(kernels.passes(1e-5), "{kernel}: {kernels:?}");
+                let exact = crate::reference::gemm_xwt(x, &w, n, k);
+                let errors = Errors::new(&got, &exact, &[]);
+                let frobenius =
+                    |v: &mut dyn Iterator<Item = f64>| v.map(|e| e * e).sum::<f64>().sqrt();
+                let relative = frobenius(&mut got.iter().zip(&exact).map(|(g, e)| g - e))
+                    / frobenius(&mut exact.iter().copied());
+                eprintln!(
+                    "int8 Q4_K path ({kernel}) against f32 activations: {errors:?}, \
+                     relative Frobenius {relative:.2e}"
+                );
+                assert!(errors.passes(bound), "{kernel}: {errors:?}");
+            }
         }
     }
 

@@ -188,6 +188,15 @@ pub const SPECS: &[Spec] = &[
         half_copy: false,
     },
     spec("quantize_s8", Op::QuantizeActs, Elem::F32, Elem::ActS8),
+    // Decode on the integer units: activations from quantize_s8, dp4a on the raw nibbles.
+    Spec {
+        kernel: "matvec_q4k_s8",
+        op: Op::Matvec,
+        input: Elem::ActS8,
+        out: Elem::F32,
+        weight: Some(GgmlType::Q4_K),
+        half_copy: false,
+    },
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
     quant_gemm("gemm_q8_0", GgmlType::Q8_0),
@@ -619,6 +628,11 @@ impl Spec {
             Op::Dequant => &[&[37, 512], &[3, 96]],
             // 19 super-blocks: several trips per warp at KW = 4 and 8, odd and even counts
             // (PF = 1's prefetch of a real next trip, and its last phase past the end).
+            // K in whole super-blocks; T past the default TMAX (two token passes, the second
+            // ragged).
+            Op::Matvec if self.input == Elem::ActS8 => {
+                &[&[1, 37, 512], &[8, 9, 256], &[11, 5, 768], &[2, 19, 4864]]
+            }
             Op::Matvec => &[&[1, 37, 512], &[8, 9, 256], &[3, 5, 96], &[2, 19, 4864]],
             // Two block rows and columns at the default tiles.
             Op::QuantGemm => &[
@@ -1116,7 +1130,7 @@ impl Spec {
                 .into_iter()
                 .map(f64::from)
                 .collect(),
-            Op::QuantGemm if self.input == Elem::ActS8 => {
+            Op::Matvec | Op::QuantGemm if self.input == Elem::ActS8 => {
                 reference::gemm_q4k_s8(&inputs[0], &inputs[1], d[1], d[2])
             }
             Op::QuantizeActs => reference::decode_acts(&reference::quantize_acts(&inputs[0])),
@@ -1203,9 +1217,9 @@ impl Spec {
             (Elem::F32, Op::Attention) if self.input == Elem::F16 => 2e-3,
             // Tensor cores add each k-step's products with truncation, not one rounding.
             (Elem::F32, Op::Gemm) if self.input == Elem::F16 => 1e-4,
-            // Against the quantized activations: per 32-weight sub-block three f32 fmas, the
-            // first exact but for its rounding (see kernels/gemm_q4k_s8.tile).
-            (Elem::F32, Op::QuantGemm) if self.input == Elem::ActS8 => 1e-5,
+            // Against the quantized activations: per 32-weight sub-block a few f32 operations on
+            // an exact integer sum (see kernels/gemm_q4k_s8.tile, matvec_q4k_s8 in matvec.tile).
+            (Elem::F32, Op::Matvec | Op::QuantGemm) if self.input == Elem::ActS8 => 1e-5,
             // Weights dequantized in f16: d * scale, dmin * min and the weight itself each rounded
             // to f16 (up to 2^-11 of the terms).
             (Elem::F32, Op::QuantGemm) => 2e-3,

@@ -622,6 +622,12 @@ pub enum Builtin {
     /// `[a, b, c]` u32: PTX `lop3.b32` with the truth table `.0` (bit `4a + 2b + c` of the
     /// table gives the result bit; `0xF0`, `0xCC`, `0xAA` select a, b, c).
     Lop3(u8),
+    /// `[a (u32), b (u32), c (i32)]`: PTX `dp4a.{s32,u32}.s32`, `c` plus the sum of the four
+    /// products of byte i of `a` and byte i of `b`; `b`'s bytes are signed, `a`'s are unsigned
+    /// when `unsigned_a`, else signed. Result i32 (the sum wraps).
+    Dp4a {
+        unsigned_a: bool,
+    },
 }
 
 /// Whether evaluating `e` does more than compute a value (calls, warp operations, atomics,
@@ -639,6 +645,7 @@ pub fn has_effects(e: &Expr) -> bool {
                     | Builtin::Fma
                     | Builtin::Prmt
                     | Builtin::Lop3(_)
+                    | Builtin::Dp4a { .. }
             ),
             _ => false,
         }

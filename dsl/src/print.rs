@@ -382,6 +382,8 @@ fn builtin(b: Builtin) -> String {
         Builtin::CpAsyncWait(n) => return format!("cp_async_wait<{n}>"),
         Builtin::Prmt => "prmt",
         Builtin::Lop3(lut) => return format!("lop3<{lut:#04x}>"),
+        Builtin::Dp4a { unsigned_a: false } => "dp4a",
+        Builtin::Dp4a { unsigned_a: true } => "dp4a_us",
     };
     name.to_string()
 }

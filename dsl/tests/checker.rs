@@ -456,6 +456,8 @@ fn tensor_core_builtins_are_checked() {
         ),
         ("let x = bitcast<f32>(1u16);", "cannot bitcast `u16`"),
         ("let x = lop3(1u32, 2u32, 3u32, 256);", "out of range"),
+        ("let x = dp4a(1u32, 2u32, 3u32);", "the accumulator of `dp4a`"),
+        ("let x = dp4a_us(1i32, 2u32, 3);", "the first operand of `dp4a`"),
     ];
     for (body, want) in cases {
         let err = error(&wrap(body));
@@ -467,7 +469,8 @@ fn tensor_core_builtins_are_checked() {
     let b: frag_b<f16> = frag(a[0], a[1]);
     acc = mma(a, b, acc);
     cp_async_wait(1);
-    y[lane] = acc[3] + bitcast<f32>(prmt(1u32, 2u32, 0x3210u32));",
+    y[lane] = acc[3] + bitcast<f32>(prmt(1u32, 2u32, 0x3210u32));
+    y[0] = (dp4a(1u32, 2u32, 3) + dp4a_us(4u32, 5u32, -6)) as f32;",
     ));
     for want in [
         "var acc#3: frag_acc<f32> = frag_acc<f32>(0.0)",
@@ -475,6 +478,8 @@ fn tensor_core_builtins_are_checked() {
         "frag_b<f16>(a#4[0], a#4[1])",
         "mma(a#4, b#5, acc#3)",
         "cp_async_wait<1>()",
+        "dp4a(1u32, 2u32, 3i32)",
+        "dp4a_us(4u32, 5u32, -6i32)",
     ] {
         assert!(out.contains(want), "no `{want}` in:\n{out}");
     }

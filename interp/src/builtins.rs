@@ -76,6 +76,14 @@ impl<'m> Machine<'m, '_> {
                     Ok(Value::U32(lop3(u(a[t]), u(b[t]), u(c[t]), lut)))
                 })
             }
+            Builtin::Dp4a { unsigned_a } => {
+                let (a, b, c) = (arg(0)?, arg(1)?, arg(2)?);
+                self.map_lanes(mask, |t| {
+                    let u = |v: Value| v.reg_bits();
+                    let sum = dp4a(u(a[t]), u(b[t]), u(c[t]) as i32, unsigned_a);
+                    Ok(Value::I32(sum))
+                })
+            }
         }
     }
 
@@ -398,6 +406,19 @@ pub(crate) fn lop3(a: u32, b: u32, c: u32, lut: u8) -> u32 {
     (0..32).fold(0, |out, i| {
         let index = (a >> i & 1) << 2 | (b >> i & 1) << 1 | (c >> i & 1);
         out | u32::from(lut >> index & 1) << i
+    })
+}
+
+/// PTX `dp4a.{s32,u32}.s32`: `c` plus the four products of byte i of `a` (unsigned when
+/// `unsigned_a`, else signed) and byte i of `b` (signed), wrapping.
+pub(crate) fn dp4a(a: u32, b: u32, c: i32, unsigned_a: bool) -> i32 {
+    let (a, b) = (a.to_le_bytes(), b.to_le_bytes());
+    (0..4).fold(c, |sum, i| {
+        let x = match unsigned_a {
+            true => i32::from(a[i]),
+            false => i32::from(a[i] as i8),
+        };
+        sum.wrapping_add(x * i32::from(b[i] as i8))
     })
 }
 

@@ -328,6 +328,47 @@ kernel bits(x: global [u32], y: global mut [u32]) grid(1) block(1) {
     assert_eq!(y[4], pair(3.75, 2.0));
 }
 
+#[test]
+fn dp4a_sums_byte_products_like_ptx() {
+    let src = "
+kernel dots(a: global [u32], b: global [u32], c: global [i32], s: global mut [i32],
+            u: global mut [i32]) grid(1) block(64) {
+    s[thread.x] = dp4a(a[thread.x], b[thread.x], c[thread.x]);
+    u[thread.x] = dp4a_us(a[thread.x], b[thread.x], c[thread.x]);
+}";
+    let c = compile(src);
+    let mut rng = StdRng::seed_from_u64(9);
+    let n = 64;
+    let mut a: Vec<u32> = (0..n).map(|_| rng.random()).collect();
+    let b: Vec<u32> = (0..n).map(|_| rng.random()).collect();
+    let mut acc: Vec<i32> = (0..n).map(|_| rng.random()).collect();
+    // The extremes: every byte -128 (or 255 unsigned) times -128, and an accumulator that wraps.
+    a[0] = 0x8080_8080;
+    acc[1] = i32::MAX;
+    let mut args = [
+        Arg::Buffer(Buffer::from_u32(&a)),
+        Arg::Buffer(Buffer::from_u32(&b)),
+        Arg::Buffer(Buffer::from_i32(&acc)),
+        Arg::Buffer(Buffer::from_i32(&vec![0; n])),
+        Arg::Buffer(Buffer::from_i32(&vec![0; n])),
+    ];
+    launch(&c, "dots", &mut args).unwrap();
+    let (signed, unsigned) = (
+        args[3].buffer().unwrap().to_i32(),
+        args[4].buffer().unwrap().to_i32(),
+    );
+    for i in 0..n {
+        let (x, y) = (a[i].to_le_bytes(), b[i].to_le_bytes());
+        let (mut ss, mut us) = (i64::from(acc[i]), i64::from(acc[i]));
+        for k in 0..4 {
+            ss += i64::from(x[k] as i8) * i64::from(y[k] as i8);
+            us += i64::from(x[k]) * i64::from(y[k] as i8);
+        }
+        assert_eq!(signed[i], ss as i32, "dp4a #{i}");
+        assert_eq!(unsigned[i], us as i32, "dp4a_us #{i}");
+    }
+}
+
 /// examples/mma_array.tile: a 2 x 2 register array of accumulators, filled by unrolled loops.
 #[test]
 fn register_array_of_accumulators_matches_the_reference() {

@@ -175,6 +175,14 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 arity(3)?;
                 self.lop3(&vals, lut, span)?
             }
+            Builtin::Dp4a { unsigned_a } => {
+                arity(3)?;
+                let name = match unsigned_a {
+                    true => "llvm.nvvm.idp4a.u.s",
+                    false => "llvm.nvvm.idp4a.s.s",
+                };
+                self.intrinsic_value(name, &[], &vals, span)?
+            }
         };
         Ok(Some(v))
     }

@@ -1,6 +1,6 @@
 //! Tensor-core fragments, ldmatrix, cp.async and the packed helpers: the PTX instructions, ptxas
-//! acceptance for every user arch, and the SASS they become (HMMA, IMMA, LDSM, LDGSTS) with no
-//! register spills.
+//! acceptance for every user arch, and the SASS they become (HMMA, IMMA, LDSM, LDGSTS, IDP.4A)
+//! with no register spills.
 
 use std::process::Command;
 
@@ -43,9 +43,9 @@ kernel tensor(a: global [f16], b: global [bf16], q: global [i8], c: global mut [
     let ia = ldmatrix_x4(sq + (lane % 16 * 32 + lane / 16 * 16), false);
     let ib = ldmatrix_x2(sq + (lane % 8 * 32 + lane / 8 % 2 * 16), false);
     let acc = mma(ia, ib, 0);
-    d[lane] = acc[0] + acc[3];
     let x = sw[lane];
     let y = prmt(x, x >> 3u32, 0x3210u32 + lane);
+    d[lane] = dp4a_us(y, x, dp4a(x, y, acc[0] + acc[3]));
     w[lane] = lop3(x, y, n, 0x96) ^ bitcast<u32>(bitcast<f16x2>(y) * bitcast<f16x2>(x));
     let ta: frag_a<f32> = frag(tf[lane], tf[lane + 32], tf[lane + 64], tf[lane + 96]);
     let tb: frag_b<f32> = frag(tf[lane + 128], tf[lane + 160]);
@@ -79,6 +79,8 @@ fn tensor_core_builtins_become_their_ptx_instructions() {
             "cp.async.wait_group",
             "prmt.b32",
             "lop3.b32",
+            "dp4a.s32.s32",
+            "dp4a.u32.s32",
             "mul.rn.f16x2",
             "fma.rn.f16x2",
         ] {
@@ -128,6 +130,8 @@ fn sass_holds_tensor_core_and_async_copy_instructions_without_spills() {
             "HMMA.1688.F32.TF32",
             "LDSM",
             "LDGSTS",
+            "IDP.4A.S8.S8",
+            "IDP.4A.U8.S8",
         ] {
             assert!(sass.contains(op), "{arch}: no {op} in the SASS:\n{sass}");
         }

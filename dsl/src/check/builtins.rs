@@ -32,6 +32,10 @@ pub enum Name {
     CpAsyncWait,
     Prmt,
     Lop3,
+    /// `dp4a` (signed bytes of `a`) or `dp4a_us` (unsigned bytes of `a`).
+    Dp4a {
+        unsigned_a: bool,
+    },
     /// `frag(r0, r1, ...)`: the fragment type the context wants, from its registers.
     Frag,
 }
@@ -81,6 +85,8 @@ const TABLE: &[(&str, Name)] = &[
     ("cp_async_wait", Name::CpAsyncWait),
     ("prmt", Name::Prmt),
     ("lop3", Name::Lop3),
+    ("dp4a", Name::Dp4a { unsigned_a: false }),
+    ("dp4a_us", Name::Dp4a { unsigned_a: true }),
     ("frag", Name::Frag),
 ];
 
@@ -445,6 +451,20 @@ impl FnCx<'_, '_> {
                 let xs = checked.into_iter().collect::<Res<Vec<_>>>()?;
                 let op = Builtin::Lop3(lut? as u8);
                 Ok(mk(ir::ExprKind::Builtin(op, xs), u32_ty, span))
+            }
+            Name::Dp4a { unsigned_a } => {
+                self.arity(name, args, 3, span)?;
+                let u32_ty = Type::Scalar(Scalar::U32);
+                let i32_ty = Type::Scalar(Scalar::I32);
+                let a = self.expect(&args[0], &u32_ty, "the first operand of `dp4a`");
+                let b = self.expect(&args[1], &u32_ty, "the second operand of `dp4a`");
+                let c = self.expect(&args[2], &i32_ty, "the accumulator of `dp4a`");
+                let op = Builtin::Dp4a { unsigned_a };
+                Ok(mk(
+                    ir::ExprKind::Builtin(op, vec![a?, b?, c?]),
+                    i32_ty,
+                    span,
+                ))
             }
             Name::Frag => self.frag_build(args, want, span),
         }
