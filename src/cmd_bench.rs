@@ -17,7 +17,7 @@ use zinc_runtime::{time_median_ms, Blas, DeviceBuffer, RuntimeError, Stream};
 
 use crate::harness::{self, DeviceCase, ElemBuf, HostCase, LastCase};
 use crate::registry::Registry;
-use crate::specs::{Baseline, Cost, Elem, Shape, Spec};
+use crate::specs::{adds_into_output, Baseline, Cost, Elem, Shape, Spec};
 
 /// Roughly how long each measurement runs; the iteration count follows from a probe.
 const TARGET_MS: f32 = 200.0;
@@ -243,7 +243,17 @@ impl Bench {
                 DeviceCase::upload(stream, spec, host, outputs, spec.scalars(shape))
             })
             .collect::<Result<Vec<_>>>()?;
-        let us = time_rotating(stream, sets, |i| cases[i].launch(&kernel, stream))?;
+        // Zeroing the output is part of a split-K kernel's cost.
+        let zero_first = adds_into_output(name);
+        let us = time_rotating(stream, sets, |i| {
+            let case = &mut cases[i];
+            if zero_first {
+                case.outputs
+                    .iter_mut()
+                    .try_for_each(|o| o.fill_zeros(stream))?;
+            }
+            case.launch(&kernel, stream)
+        })?;
         Ok(Timed { us, sets })
     }
 

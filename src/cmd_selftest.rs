@@ -6,7 +6,7 @@ use zinc_runtime::Stream;
 
 use crate::harness::{self, DeviceCase, ElemBuf, HostCase, LastCase};
 use crate::registry::Registry;
-use crate::specs::{spec_for, Shape, Spec};
+use crate::specs::{adds_into_output, spec_for, Shape, Spec};
 
 /// Extra poisoned elements after each output: a kernel writing past its end disturbs them.
 const GUARD: usize = 64;
@@ -77,7 +77,15 @@ fn check(
     let kernel = registry.kernel(name)?;
     let lens = spec.output_lens(shape);
     let outputs = (spec.output_elems().into_iter().zip(&lens))
-        .map(|(elem, len)| ElemBuf::poisoned(stream, elem, len + GUARD))
+        .map(|(elem, &len)| match adds_into_output(name) {
+            // Zeros to add into, and poisoned guards.
+            true => {
+                let mut host = vec![f32::NAN; len + GUARD];
+                host[..len].fill(0.0);
+                ElemBuf::upload(stream, elem, &host)
+            }
+            false => ElemBuf::poisoned(stream, elem, len + GUARD),
+        })
         .collect::<Result<_>>()?;
     let mut case = DeviceCase::upload(stream, spec, host, outputs, spec.scalars(shape))?;
     case.launch(&kernel, stream).context("launch")?;
@@ -546,6 +554,11 @@ mod tests {
                         .map(|(elem, len)| {
                             let len = *len;
                             Arg::Buffer(match elem {
+                                Elem::F32 if adds_into_output(name) => {
+                                    let mut host = vec![f32::NAN; len + GUARD];
+                                    host[..len].fill(0.0);
+                                    Buffer::from_f32(&host)
+                                }
                                 Elem::F32 => Buffer::from_f32(&vec![f32::NAN; len + GUARD]),
                                 Elem::F16 => Buffer::from_f16(&vec![f16::NAN; len + GUARD]),
                                 // Integer poison, read back as NaN (harness::widen_i32).

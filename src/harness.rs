@@ -225,6 +225,17 @@ impl ElemBuf {
         })
     }
 
+    /// Queues zeroing every element.
+    pub fn fill_zeros(&mut self, stream: &Stream) -> zinc_runtime::Result<()> {
+        match self {
+            ElemBuf::F32(b) => stream.fill_zeros(b),
+            ElemBuf::F16(b) => stream.fill_zeros(b),
+            ElemBuf::Words(b) | ElemBuf::ActS8(b) => stream.fill_zeros(b),
+            ElemBuf::I8(b) => stream.fill_zeros(b),
+            ElemBuf::I32(b) => stream.fill_zeros(b),
+        }
+    }
+
     /// The contents, widened (waits for the stream); integer poison reads as NaN.
     pub fn download_f64(&self, stream: &Stream) -> Result<Vec<f64>> {
         Ok(match self {

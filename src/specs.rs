@@ -1388,6 +1388,15 @@ pub fn variant_param(kernel: &str, name: &str) -> Option<usize> {
         .and_then(|(_, v)| v.parse().ok())
 }
 
+/// The parameter of the split-K GEMMs (kernels/gemm_q4k.tile): above 1, the kernel adds into its
+/// output instead of storing it, so the output must be zero before each launch.
+pub const SPLIT_K: &str = "SPLITK";
+
+/// Whether the kernel variant named `kernel` adds into its output ([`SPLIT_K`]).
+pub fn adds_into_output(kernel: &str) -> bool {
+    variant_param(kernel, SPLIT_K).is_some_and(|splits| splits > 1)
+}
+
 /// `embed_f16`'s scale: Gemma's `sqrt(cols)`, which rounds.
 fn embed_scale(cols: usize) -> f32 {
     (cols as f64).sqrt() as f32

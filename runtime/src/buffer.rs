@@ -137,14 +137,22 @@ impl Stream {
 
     pub fn alloc_zeros<T: DeviceElem>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         let mut buf = self.alloc(len)?;
+        self.fill_zeros(&mut buf)?;
+        Ok(buf)
+    }
+
+    /// Queues setting every byte of `buf` to zero.
+    pub fn fill_zeros<T: DeviceElem>(&self, buf: &mut DeviceBuffer<T>) -> Result<()> {
         match (&self.kind, buf.raw_mut()) {
             (StreamKind::Cuda(stream), Storage::Cuda(raw)) => {
-                stream.memset_zeros(raw).during("zeroing device memory")?
+                stream.memset_zeros(raw).during("zeroing device memory")
             }
-            (_, Storage::Host(bytes)) => bytes.fill(0),
-            _ => return Err(RuntimeError::WrongDevice),
+            (_, Storage::Host(bytes)) => {
+                bytes.fill(0);
+                Ok(())
+            }
+            _ => Err(RuntimeError::WrongDevice),
         }
-        Ok(buf)
     }
 
     /// Copies `host` into a new device buffer.

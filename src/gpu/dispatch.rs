@@ -180,6 +180,25 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
     format!("matvec_{suffix}@{variant}")
 }
 
+/// The integer matvec for `t` tokens (1..=MATVEC_MAX_T) of a `ty` matrix with `n` rows and `k`
+/// columns, on quantize_s8's int8 activations, if the type has one. At one token, the H200's
+/// fastest (docs/PERF.md, session 5): one row group of 8 warps on long rows (Q4_K 4096 x 14336:
+/// 14.6 us, at the copy's bandwidth), four on short ones (14336 x 4096: 13.9 us).
+pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
+    let kernel = match ty {
+        GgmlType::Q4_K => "matvec_q4k_s8",
+        _ => return None,
+    };
+    let variant = match t {
+        1 if k >= n => "@TMAX=1,RG=1,KW=8",
+        1 => "@TMAX=1,RG=4,KW=8",
+        2 => "@TMAX=2,RG=2,KW=8",
+        3 | 4 => "@TMAX=4,RG=2,KW=8",
+        _ => "",
+    };
+    Some(format!("{kernel}{variant}"))
+}
+
 /// The fused quantized GEMM for `t` tokens (more than [`MATVEC_MAX_T`]) of a `ty` matrix with
 /// `n` rows and `k` columns, if there is one (they take 64-column slices); others are
 /// dequantized into a scratch f16 matrix for [`gemm_f16`]. The variants are the H200's fastest
@@ -203,10 +222,18 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> 
     // projections make 64 blocks at T = 512): 64 x 64 tiles double the blocks (H200: 56.3 ->
     // 39.3 us at T=512 N=1024 K=4096, docs/PERF.md).
     let short = t.div_ceil(128) * n.div_ceil(64) < FULL_GRID;
+    // Q6_K's 128 x 128 tiles with K split in two (each half adds into the zeroed output; two
+    // halves add in either order to the same floats) where they make under two blocks per SM:
+    // H200, T=512: 319.7 -> 280.5 us at N=4096 K=14336, and with 128 x 64 tiles 109.5 -> 43.3 at
+    // N=1024 K=4096 (docs/PERF.md, session 5). Q4_K's 128 x 64 tiles tie with its split (210.2
+    // against 208.3 us), so it keeps the plain stores.
+    let q6k_split = k >= 512 && t.div_ceil(128) * n.div_ceil(128) < 2 * FULL_GRID;
     let variant = match ty {
         _ if t >= 1024 => "@BM=256,STAGES=2",
         GgmlType::Q4_K | GgmlType::Q5_K if short => "@BM=64,BN=64,WM=64,WN=32",
         GgmlType::Q4_K | GgmlType::Q5_K => "@BN=64",
+        GgmlType::Q6_K if q6k_split && short => "@BN=64,SPLITK=2",
+        GgmlType::Q6_K if q6k_split => "@SPLITK=2",
         _ if n > k => "@BM=256,STAGES=2",
         _ => "",
     };
@@ -313,6 +340,7 @@ mod tests {
             for t in 1..=MATVEC_MAX_T {
                 for (n, k) in [(4096, 14336), (14336, 4096), (2048, 4096), (1024, 4096)] {
                     names.push(matvec(ty, t, n, k));
+                    names.extend(matvec_s8(ty, t, n, k));
                 }
             }
             let suffix = quant_suffix(ty).unwrap();
@@ -340,8 +368,6 @@ mod tests {
         }
     }
 
-    /// Q4_K goes up as it is; Q6_K in planes: block 0's first low-nibble bytes first, block 1's
-    /// scales after both blocks' 192 bytes of quants.
     #[test]
     fn short_matrices_get_blocks_for_every_sm() {
         let rows_per_block = |n| {
@@ -357,6 +383,29 @@ mod tests {
         assert_eq!(variant_param(&q6k, "RG"), Some(2));
     }
 
+    #[test]
+    fn q6k_splits_k_only_where_its_tiles_leave_sms_idle() {
+        let split = |t, n, k| {
+            let name = quant_gemm(GgmlType::Q6_K, t, n, k).unwrap();
+            variant_param(&name, "SPLITK").unwrap_or(1)
+        };
+        assert_eq!(split(512, 4096, 14336), 2);
+        assert_eq!(split(512, 1024, 4096), 2);
+        assert_eq!(split(2048, 4096, 14336), 1);
+        assert_eq!(split(512, 14336, 4096), 1);
+        // One super-block has nothing to split.
+        assert_eq!(split(512, 4096, 256), 1);
+        assert_eq!(
+            variant_param(
+                &quant_gemm(GgmlType::Q4_K, 512, 4096, 14336).unwrap(),
+                "SPLITK"
+            ),
+            None
+        );
+    }
+
+    /// Q4_K goes up as it is; Q6_K in planes: block 0's first low-nibble bytes first, block 1's
+    /// scales after both blocks' 192 bytes of quants.
     #[test]
     fn device_layouts() {
         let bytes = |ty: GgmlType| -> Vec<u8> {

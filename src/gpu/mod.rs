@@ -37,10 +37,13 @@ use zinc_models::forward::ModelError;
 use zinc_models::gguf::Gguf;
 use zinc_models::quant::GgmlType;
 use zinc_runtime::half::f16;
-use zinc_runtime::{Arg, Device, DeviceBuffer, Event, Graph, Grid, Kernel, RuntimeError, Stream};
+use zinc_runtime::{
+    Arg, Device, DeviceBuffer, DeviceElem, Event, Graph, Grid, Kernel, RuntimeError, Stream,
+};
 
+use crate::reference;
 use crate::registry::{Registry, RegistryError};
-use crate::specs::{TOP_K_MAX, TOP_K_MAX_COLS};
+use crate::specs::{self, TOP_K_MAX, TOP_K_MAX_COLS};
 
 /// Widest attention head the split attention kernel takes (its `D_MAX`).
 const MAX_HEAD_DIM: usize = 512;
@@ -125,6 +128,7 @@ struct Kernels {
     silu_mul_half: Arc<Kernel>,
     gelu_mul_half: Arc<Kernel>,
     to_f16: Arc<Kernel>,
+    quantize_s8: Arc<Kernel>,
     embed: Arc<Kernel>,
     copy: Arc<Kernel>,
     add_bias: Arc<Kernel>,
@@ -150,6 +154,7 @@ impl Kernels {
             silu_mul_half: k("silu_mul_f32h")?,
             gelu_mul_half: k("gelu_mul_f32h")?,
             to_f16: k("f32_to_f16")?,
+            quantize_s8: k("quantize_s8")?,
             embed: k("embed_f16")?,
             copy: k("copy_f32")?,
             add_bias: k("add_bias_f32")?,
@@ -219,6 +224,9 @@ pub struct Gpu {
     no_offset: DeviceBuffer<u32>,
     /// Greedy decode steps as CUDA graphs, unless `ZINC_GRAPHS=0` turned them off.
     graphs: Option<DecodeGraphs>,
+    /// Whether decode products whose weight type has an integer matvec take it, on int8
+    /// activations ([`s8_decode_enabled`]).
+    s8_decode: bool,
 }
 
 /// Greedy decode steps recorded as CUDA graphs and replayed: the step's token and position live
@@ -247,6 +255,14 @@ fn graphs_enabled() -> bool {
     std::env::var("ZINC_GRAPHS").as_deref() != Ok("0")
 }
 
+/// Whether decode-size products take the int8 matvecs (dp4a on activations quantized per
+/// 32 values, as llama.cpp's decode does): unless `ZINC_S8=0`. On the H200, Q4_K 4096 x 14336
+/// at one token took 14.6 us against 21.7 with f32 activations (docs/PERF.md, session 5); the
+/// activations' rounding adds about 5e-3 relative error to each product on random data.
+fn s8_decode_enabled() -> bool {
+    std::env::var("ZINC_S8").as_deref() != Ok("0")
+}
+
 /// The key capacity of the graph for a decode step over `needed` cached positions: a power of
 /// two (at least 256), at most the cache's `capacity`.
 fn graph_keys(needed: usize, capacity: usize) -> usize {
@@ -257,6 +273,7 @@ fn graph_keys(needed: usize, capacity: usize) -> usize {
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Product {
     Matvec(GgmlType),
+    MatvecS8(GgmlType),
     QuantGemm(GgmlType),
     GemmF16,
 }
@@ -264,20 +281,18 @@ enum Product {
 /// A product's kind and its T, N and K.
 type ProductKey = (Product, usize, usize, usize);
 
-/// An activation tensor: f32 on the device, and its f16 copy once a tensor-core kernel has asked
-/// for it, so that the products sharing an input (q, k and v of one normed row; gate and up)
-/// convert it once.
+/// An activation tensor: f32 on the device, its f16 copy once a tensor-core kernel has asked for
+/// it, and its int8 blocks once an integer matvec has, so that the products sharing an input (q,
+/// k and v of one normed row; gate and up) convert it once.
 pub struct Act {
     f32: DeviceBuffer<f32>,
     f16: RefCell<Option<Rc<DeviceBuffer<f16>>>>,
+    s8: RefCell<Option<Rc<DeviceBuffer<u32>>>>,
 }
 
 impl From<DeviceBuffer<f32>> for Act {
     fn from(f32: DeviceBuffer<f32>) -> Self {
-        Act {
-            f32,
-            f16: RefCell::new(None),
-        }
+        Act::with_half(f32, None)
     }
 }
 
@@ -295,22 +310,42 @@ impl Act {
         Act {
             f32,
             f16: RefCell::new(f16.map(Rc::new)),
+            s8: RefCell::new(None),
         }
+    }
+
+    /// The tensor as quantize_s8's int8 blocks (kernels/quant/act_s8.tile), quantized on first
+    /// use. Its length must be a multiple of 64.
+    fn quantized(&self, queue: &Queue, quantize: &Kernel) -> Result<Rc<DeviceBuffer<u32>>> {
+        let words = self.len() / reference::ACT_S8_GROUP * reference::ACT_S8_GROUP_BYTES / 4;
+        self.converted(&self.s8, words, queue, quantize)
     }
 
     /// The tensor in f16, converted on first use.
     fn half(&self, queue: &Queue, to_f16: &Kernel) -> Result<Rc<DeviceBuffer<f16>>> {
-        if let Some(h) = &*self.f16.borrow() {
-            return Ok(h.clone());
+        self.converted(&self.f16, self.len(), queue, to_f16)
+    }
+
+    /// `slot`'s copy of the tensor, or a new one of `len` elements written by `convert`
+    /// `(x, y, n)`.
+    fn converted<T: DeviceElem>(
+        &self,
+        slot: &RefCell<Option<Rc<DeviceBuffer<T>>>>,
+        len: usize,
+        queue: &Queue,
+        convert: &Kernel,
+    ) -> Result<Rc<DeviceBuffer<T>>> {
+        if let Some(copy) = &*slot.borrow() {
+            return Ok(copy.clone());
         }
-        let mut h = queue.stream.alloc::<f16>(self.len()).gpu()?;
+        let mut copy = queue.stream.alloc::<T>(len).gpu()?;
         queue.launch(
-            to_f16,
-            &mut [(&self.f32).into(), (&mut h).into(), u32_arg(self.len())?],
+            convert,
+            &mut [(&self.f32).into(), (&mut copy).into(), u32_arg(self.len())?],
         )?;
-        let h = Rc::new(h);
-        *self.f16.borrow_mut() = Some(h.clone());
-        Ok(h)
+        let copy = Rc::new(copy);
+        *slot.borrow_mut() = Some(copy.clone());
+        Ok(copy)
     }
 }
 
@@ -450,6 +485,7 @@ impl Gpu {
             batch: Cell::new(0),
             no_offset,
             graphs: None,
+            s8_decode: s8_decode_enabled(),
         };
         if graphs_enabled() {
             gpu.enable_decode_graphs(!device.is_emulated())?;
@@ -530,6 +566,7 @@ impl Gpu {
         }
         let default = match kind {
             Product::Matvec(ty) => Some(dispatch::matvec(ty, t, n, k)),
+            Product::MatvecS8(ty) => dispatch::matvec_s8(ty, t, n, k),
             Product::QuantGemm(ty) => dispatch::quant_gemm(ty, t, n, k),
             Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
         };
@@ -942,18 +979,39 @@ impl Backend for Gpu {
         let dims = |t| -> Result<[Arg<'static>; 3]> { Ok([u32_arg(t)?, u32_arg(n)?, u32_arg(k)?]) };
         match &w.w {
             Weights::Quant { ty, blocks } if t <= dispatch::MATVEC_MAX_T => {
-                let kernel = self.product_kernel(Product::Matvec(*ty), t, n, k)?;
-                let kernel = kernel.expect("every quantized type with kernels has matvecs");
+                let on_s8 = match self.s8_decode {
+                    true => self.product_kernel(Product::MatvecS8(*ty), t, n, k)?,
+                    false => None,
+                };
+                let (kernel, xq) = match on_s8 {
+                    Some(kernel) => {
+                        let xq = x.quantized(&self.queue, &self.kernels.quantize_s8)?;
+                        (kernel, Some(xq))
+                    }
+                    None => {
+                        let kernel = self.product_kernel(Product::Matvec(*ty), t, n, k)?;
+                        let kernel = kernel.expect("every quantized type with kernels has matvecs");
+                        (kernel, None)
+                    }
+                };
+                let x_arg = match &xq {
+                    Some(xq) => (&**xq).into(),
+                    None => x.into(),
+                };
                 let [t, n, k] = dims(t)?;
                 self.launch(
                     &kernel,
-                    &mut [x.into(), blocks.into(), (&mut y).into(), t, n, k],
+                    &mut [x_arg, blocks.into(), (&mut y).into(), t, n, k],
                 )?;
             }
             weights => {
                 let xh = x.half(&self.queue, &self.kernels.to_f16)?;
                 if let Weights::Quant { ty, blocks } = weights {
                     if let Some(kernel) = self.product_kernel(Product::QuantGemm(*ty), t, n, k)? {
+                        let split_k = kernel.signature().specialization_int(specs::SPLIT_K);
+                        if split_k.is_some_and(|splits| splits > 1) {
+                            self.queue.stream.fill_zeros(&mut y).gpu()?;
+                        }
                         let [t, n, k] = dims(t)?;
                         self.launch(
                             &kernel,
