@@ -28,7 +28,8 @@ const MAX_SETS: usize = 64;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Only kernels whose name contains FILTER.
+    /// Only kernels whose name contains FILTER; a FILTER naming a variant (`gemm_q4k@BN=64`)
+    /// times the variants it matches without --tune.
     filter: Option<String>,
     /// Shapes to time instead of each kernel's defaults, e.g. `2048x4096,512x4096x14336`; a
     /// kernel runs those of its rank (rows x cols, n, or T x N x K).
@@ -124,7 +125,9 @@ pub fn run(args: &Args) -> Result<()> {
         .registry
         .names()
         .filter(|n| args.filter.as_deref().is_none_or(|f| n.contains(f)))
-        .filter(|n| args.tune || !n.contains('@'))
+        .filter(|n| {
+            args.tune || !n.contains('@') || args.filter.as_deref().is_some_and(|f| f.contains('@'))
+        })
         .collect();
     print_header();
     let mut rows = Vec::new();
