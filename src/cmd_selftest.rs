@@ -397,9 +397,9 @@ mod tests {
         }
     }
 
-    /// The int8 Q4_K paths end to end in the interpreter: quantize_s8, then gemm_q4k_s8 (prefill)
-    /// or matvec_q4k_s8 (decode), against the f32 activations times the dequantized weights. The
-    /// kernels' own error is checked against `reference::gemm_q4k_s8` at 1e-5; the rest is the
+    /// The int8 paths end to end in the interpreter: quantize_s8, then gemm_q4k_s8 (prefill)
+    /// or matvec_q4k_s8 / matvec_q6k_s8 (decode), against the f32 activations times the dequantized weights. The
+    /// kernels' own error is checked against `reference::gemm_s8` at 1e-5; the rest is the
     /// int8 rounding of the activations, on the harness's activations (magnitudes 0.1 to 1, so
     /// every block's amax is near one) and on heavier-tailed ones (every 29th value 8 times
     /// larger, as outlier channels make them), where one large value coarsens its whole block of
@@ -408,7 +408,7 @@ mod tests {
     /// 5.0e-3 and 9.2e-3 (the f16 path's gemm_q4k: 4.5e-4 to 6.9e-4 of the largest |Y|,
     /// docs/PERF.md).
     #[test]
-    fn int8_q4k_path_error_against_f32_activations() {
+    fn int8_path_error_against_f32_activations() {
         let families = compile_families();
         let module = |file: &str| {
             &families
@@ -429,6 +429,12 @@ mod tests {
             (
                 "matvec.tile",
                 "matvec_q4k_s8",
+                (1, 40, 4096),
+                [8e-3, 1.8e-2],
+            ),
+            (
+                "matvec.tile",
+                "matvec_q6k_s8",
                 (1, 40, 4096),
                 [8e-3, 1.8e-2],
             ),
@@ -466,7 +472,7 @@ mod tests {
                 interpret(product, kernel, &mut args);
                 let got = f32_output(&args[2]);
                 // The kernels themselves: the host quantizes the same way, bit for bit.
-                let quantized = crate::reference::gemm_q4k_s8(x, &inputs[1], n, k);
+                let quantized = crate::reference::gemm_s8(spec.weight_type(), x, &inputs[1], n, k);
                 let kernels = Errors::new(&got, &quantized, &[]);
                 assert!(kernels.passes(1e-5), "{kernel}: {kernels:?}");
                 let exact = crate::reference::gemm_xwt(x, &w, n, k);
@@ -476,7 +482,7 @@ mod tests {
                 let relative = frobenius(&mut got.iter().zip(&exact).map(|(g, e)| g - e))
                     / frobenius(&mut exact.iter().copied());
                 eprintln!(
-                    "int8 Q4_K path ({kernel}) against f32 activations: {errors:?}, \
+                    "int8 path ({kernel}) against f32 activations: {errors:?}, \
                      relative Frobenius {relative:.2e}"
                 );
                 assert!(errors.passes(bound), "{kernel}: {errors:?}");

@@ -393,23 +393,31 @@ pub fn decode_acts(bytes: &[u8]) -> Vec<f64> {
     out
 }
 
-/// `Y[T][N] = X[T][K] · W[N][K]^T` as gemm_q4k_s8 computes it from `quantize_acts(x)` and `w`
-/// quantized as Q4_K: per activation block, `d * sum(q * (d_w scale q_w)) - (dmin min) * sum`,
-/// summed in f64 from exact products: the quantized activations times the dequantized weights
-/// (before the weights' f32 rounding). Its distance to `gemm_xwt(x, dequantized(Q4_K, w))` is
-/// the int8 rounding of the activations.
-pub fn gemm_q4k_s8(x: &[f32], w: &[f32], n: usize, k: usize) -> Vec<f64> {
+/// `Y[T][N] = X[T][K] · W[N][K]^T` as the int8 kernels (gemm_q4k_s8, matvec_q4k_s8,
+/// matvec_q6k_s8) compute it from `quantize_acts(x)` and `w` quantized as `ty`, summed in f64
+/// from exact products: the quantized activations times the dequantized weights (before the
+/// weights' f32 rounding). Q4_K per activation block `d * sum(q * (d_w scale q_w)) - (dmin min) *
+/// sum` (the stored sum, as the kernels take it); Q6_K, which has no minimum, `d * sum(q * w)`
+/// (its dequantized weights are exact in f32). Its distance to `gemm_xwt(x, dequantized(ty, w))`
+/// is the int8 rounding of the activations.
+pub fn gemm_s8(ty: GgmlType, x: &[f32], w: &[f32], n: usize, k: usize) -> Vec<f64> {
     let decoded = decode_acts(&quantize_acts(x));
     let (values, sums): (Vec<&[f64]>, Vec<&[f64]>) = decoded
         .chunks_exact(ACT_S8_DECODED)
         .map(|g| g.split_at(ACT_S8_GROUP))
         .unzip();
     let (values, sums) = (values.concat(), sums.concat());
-    let bytes = quantize(GgmlType::Q4_K, w);
-    let (scaled, mins) = q4k_split_row(&bytes, w.len()).expect("whole blocks");
-    let main = gemm_xwt(&values, &scaled, n, k);
-    let min = gemm_xwt(&sums, &mins, n, k / 32);
-    main.iter().zip(min).map(|(a, b)| a - b).collect()
+    match ty {
+        GgmlType::Q4_K => {
+            let bytes = quantize(GgmlType::Q4_K, w);
+            let (scaled, mins) = q4k_split_row(&bytes, w.len()).expect("whole blocks");
+            let main = gemm_xwt(&values, &scaled, n, k);
+            let min = gemm_xwt(&sums, &mins, n, k / 32);
+            main.iter().zip(min).map(|(a, b)| a - b).collect()
+        }
+        GgmlType::Q6_K => gemm_xwt(&values, &dequantized(ty, w), n, k),
+        _ => unimplemented!("no int8 kernel takes {ty:?} weights"),
+    }
 }
 
 #[cfg(test)]
@@ -606,7 +614,7 @@ mod tests {
             .collect();
         // The dequantized weights round once more than the reference's exact products.
         let want = gemm_xwt(&quantized, &dequantized(GgmlType::Q4_K, &w), n, k);
-        let got = gemm_q4k_s8(&x, &w, n, k);
+        let got = gemm_s8(GgmlType::Q4_K, &x, &w, n, k);
         for (g, w) in got.iter().zip(&want) {
             assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "{g} {w}");
         }

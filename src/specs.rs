@@ -197,6 +197,15 @@ pub const SPECS: &[Spec] = &[
         weight: Some(GgmlType::Q4_K),
         half_copy: false,
     },
+    // The same on Q6_K, reading matvec_q6k's planar layout.
+    Spec {
+        kernel: "matvec_q6k_s8",
+        op: Op::Matvec,
+        input: Elem::ActS8,
+        out: Elem::F32,
+        weight: Some(GgmlType::Q6_K),
+        half_copy: false,
+    },
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
     quant_gemm("gemm_q8_0", GgmlType::Q8_0),
@@ -1131,7 +1140,7 @@ impl Spec {
                 .map(f64::from)
                 .collect(),
             Op::Matvec | Op::QuantGemm if self.input == Elem::ActS8 => {
-                reference::gemm_q4k_s8(&inputs[0], &inputs[1], d[1], d[2])
+                reference::gemm_s8(self.weight_type(), &inputs[0], &inputs[1], d[1], d[2])
             }
             Op::QuantizeActs => reference::decode_acts(&reference::quantize_acts(&inputs[0])),
             Op::Matvec | Op::QuantGemm => {
@@ -1218,7 +1227,8 @@ impl Spec {
             // Tensor cores add each k-step's products with truncation, not one rounding.
             (Elem::F32, Op::Gemm) if self.input == Elem::F16 => 1e-4,
             // Against the quantized activations: per 32-weight sub-block a few f32 operations on
-            // an exact integer sum (see kernels/gemm_q4k_s8.tile, matvec_q4k_s8 in matvec.tile).
+            // an exact integer sum (see kernels/gemm_q4k_s8.tile, matvec_q4k_s8 and matvec_q6k_s8
+            // in matvec.tile).
             (Elem::F32, Op::Matvec | Op::QuantGemm) if self.input == Elem::ActS8 => 1e-5,
             // Weights dequantized in f16: d * scale, dmin * min and the weight itself each rounded
             // to f16 (up to 2^-11 of the terms).

@@ -181,16 +181,19 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
 }
 
 /// The integer matvec for `t` tokens (1..=MATVEC_MAX_T) of a `ty` matrix with `n` rows and `k`
-/// columns, on quantize_s8's int8 activations, if the type has one. At one token, the H200's
-/// fastest (docs/PERF.md, session 5): one row group of 8 warps on long rows (Q4_K 4096 x 14336:
-/// 14.6 us, at the copy's bandwidth), four on short ones (14336 x 4096: 13.9 us).
+/// columns, on quantize_s8's int8 activations, if the type has one (Q4_K, Q6_K). At one token,
+/// the H200's fastest Q4_K builds (docs/PERF.md, session 5): one row group of 8 warps on long
+/// rows (4096 x 14336: 14.6 us, at the copy's bandwidth), four on short ones (14336 x 4096:
+/// 13.9 us).
 pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
-    let kernel = match ty {
-        GgmlType::Q4_K => "matvec_q4k_s8",
+    let (kernel, long_rows) = match ty {
+        GgmlType::Q4_K => ("matvec_q4k_s8", "@TMAX=1,RG=1,KW=8"),
+        // Not timed yet: the static evidence's pick (docs/PERF.md, matvec_q6k_s8).
+        GgmlType::Q6_K => ("matvec_q6k_s8", "@TMAX=1,RG=2,KW=8"),
         _ => return None,
     };
     let variant = match t {
-        1 if k >= n => "@TMAX=1,RG=1,KW=8",
+        1 if k >= n => long_rows,
         1 => "@TMAX=1,RG=4,KW=8",
         2 => "@TMAX=2,RG=2,KW=8",
         3 | 4 => "@TMAX=4,RG=2,KW=8",
