@@ -182,19 +182,19 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
 
 /// The integer matvec for `t` tokens (1..=MATVEC_MAX_T) of a `ty` matrix with `n` rows and `k`
 /// columns, on quantize_s8's int8 activations, if the type has one (Q4_K, Q6_K). At one token,
-/// the H200's fastest Q4_K builds (docs/PERF.md, session 5): one row group of 8 warps on long
-/// rows (4096 x 14336: 14.6 us, at the copy's bandwidth), four on short ones (14336 x 4096:
-/// 13.9 us).
+/// the H200's fastest builds (docs/PERF.md, session 5): Q4_K with one row group of 8 warps on
+/// long rows (4096 x 14336: 14.7 us, at the copy's bandwidth), four on short ones (14336 x 4096:
+/// 14.1 us); Q6_K with four row groups of 16 warps on long rows (18.5 us) and of 4 warps on
+/// short ones (18.8 us; the 128256-row head of an 8B model 109.9 us).
 pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
-    let (kernel, long_rows) = match ty {
-        GgmlType::Q4_K => ("matvec_q4k_s8", "@TMAX=1,RG=1,KW=8"),
-        // Not timed yet: the static evidence's pick (docs/PERF.md, matvec_q6k_s8).
-        GgmlType::Q6_K => ("matvec_q6k_s8", "@TMAX=1,RG=2,KW=8"),
+    let (kernel, long_rows, short_rows) = match ty {
+        GgmlType::Q4_K => ("matvec_q4k_s8", "@TMAX=1,RG=1,KW=8", "@TMAX=1,RG=4,KW=8"),
+        GgmlType::Q6_K => ("matvec_q6k_s8", "@TMAX=1,RG=4,KW=16", "@TMAX=1,RG=4,KW=4"),
         _ => return None,
     };
     let variant = match t {
         1 if k >= n => long_rows,
-        1 => "@TMAX=1,RG=4,KW=8",
+        1 => short_rows,
         2 => "@TMAX=2,RG=2,KW=8",
         3 | 4 => "@TMAX=4,RG=2,KW=8",
         _ => "",
