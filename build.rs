@@ -3,7 +3,9 @@
 //! Every `.tile` file directly under `kernels/` is a kernel family (files under `kernels/lib/` are
 //! only imported). Each family is compiled with its defaults, plus once per line naming it in
 //! `kernels/variants.txt` (format in src/variants.rs), for every arch in `ZINC_ARCHS` (default
-//! below) or, for a line with an arch list, for those of its archs that are built. The result is
+//! below) or, for a line with an arch list, for those of its archs that are built. A line's
+//! module keeps only the kernels that declare every parameter it sets and that it gives a build
+//! they do not have yet (`variants::Selection`); a line that gives none is an error. The result is
 //! `$OUT_DIR/kernels.rs`: a static table, per arch, of PTX modules (one per family and variant,
 //! pulled in with `include_str!`) and each kernel's launch manifest, which `src/registry.rs`
 //! includes. A compile error fails the build with the compiler's rendered diagnostics.
@@ -16,6 +18,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use zinc_codegen::{CodegenError, Emit, Options};
+use zinc_dsl::ir::{FunctionKind, Module as IrModule};
 
 #[path = "src/variants.rs"]
 mod variants;
@@ -87,16 +90,18 @@ fn run() -> Result<(), String> {
     }
 
     let jobs = jobs(&kernels_dir)?;
+    let mut selection = variants::Selection::default();
     let mut table: Vec<(&str, Vec<Module>)> =
         options.iter().map(|o| (o.arch.name, Vec::new())).collect();
     for job in &jobs {
-        let compilation = zinc_dsl::compile_file(&job.path, &job.defines()).map_err(|f| {
+        let mut compilation = zinc_dsl::compile_file(&job.path, &job.defines()).map_err(|f| {
             format!(
                 "error: kernel family `{}` does not compile:\n{}",
                 job.family,
                 f.render()
             )
         })?;
+        select_kernels(job, &mut compilation.module, &mut selection)?;
         for (opts, (arch, modules)) in options.iter().zip(&mut table) {
             if !job.for_arch(arch) {
                 continue;
@@ -210,6 +215,46 @@ fn jobs(kernels_dir: &Path) -> Result<Vec<Job>, String> {
     Ok(jobs)
 }
 
+/// Records the kernels of a family's default build; of a variant's, keeps in `module` only the
+/// kernels that take it (see `variants::Selection`), and fails if there are none.
+fn select_kernels(
+    job: &Job,
+    module: &mut IrModule,
+    selection: &mut variants::Selection,
+) -> Result<(), String> {
+    let kernels = module.functions.iter().filter_map(|f| match &f.kind {
+        // Values as text only to compare them.
+        FunctionKind::Kernel(launch) => Some((
+            f.name.clone(),
+            launch
+                .specialization
+                .iter()
+                .map(|(name, value)| (name.clone(), format!("{value:?}")))
+                .collect::<variants::Specialization>(),
+        )),
+        FunctionKind::Device => None,
+    });
+    let Some(variant) = &job.variant else {
+        for (name, specialization) in kernels {
+            selection.add_default(&name, specialization);
+        }
+        return Ok(());
+    };
+    let taken: Vec<String> = kernels
+        .filter(|(name, specialization)| selection.admit(name, variant, specialization.clone()))
+        .map(|(name, _)| name)
+        .collect();
+    if taken.is_empty() {
+        return Err(format!(
+            "error: kernels/{VARIANTS_FILE}:{}: `{}` builds no kernel of `{}` anew: each lacks one of \
+             its parameters or has that build already (its defaults or an earlier line)",
+            variant.line, variant.defines, job.family
+        ));
+    }
+    module.retain_kernels(|name| taken.iter().any(|t| t == name));
+    Ok(())
+}
+
 fn codegen_failure(
     job: &Job,
     arch: &str,
@@ -237,7 +282,7 @@ fn check_unique_keys(table: &[(&str, Vec<Module>)]) -> Result<(), String> {
         keys.sort_unstable();
         if let Some(dup) = keys.windows(2).find(|w| w[0] == w[1]) {
             return Err(format!(
-                "error: kernel `{}` is defined twice (two families under kernels/, or a variant listed twice)",
+                "error: kernel `{}` is defined twice (by two families under kernels/, or by two variants.txt lines with the same defines)",
                 dup[0]
             ));
         }

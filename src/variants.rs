@@ -12,7 +12,10 @@
 //! Without an arch list the variant is built for every arch; with one, only for those archs (for
 //! variants that need more shared memory than some archs have). Spaces inside the defines are
 //! ignored; the registry key is `KERNEL@` followed by the defines without spaces.
+//!
+//! A line names a family (a file), but only some of the file's kernels take it: see [`Selection`].
 
+use std::collections::HashMap;
 use std::fmt;
 
 /// One line of the file.
@@ -42,6 +45,88 @@ impl Variant {
             .filter_map(|d| d.split_once('='))
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect()
+    }
+}
+
+/// A kernel's compile-time parameters with the values one build gives them, in declaration
+/// order (the checker's specialization, values as text). Two builds of a kernel with equal
+/// specializations are the same code.
+pub type Specialization = Vec<(String, String)>;
+
+/// Which builds of each kernel are registered. Every kernel of a family is compiled with a
+/// line's defines, but `-D` only sets the parameters a kernel declares, so a kernel that lacks
+/// one of the line's parameters (matvec_q6k has no XS) would be built as a copy of another
+/// build. A kernel takes a line only if:
+/// - it declares every parameter the line sets, and
+/// - the line gives it a specialization none of its builds for those archs has yet (its defaults,
+///   an earlier line). The first rule does not imply this one: a line may restate defaults
+///   (`matvec KW=4` is matvec_q6k's default), two lines may differ only in values one kernel
+///   takes as defaults, and a kernel instance (`kernel gemm_q5k = gemm_q4k<FIFTH = 1>;`) lists
+///   the parameters it fixes in its specialization, while `-D` cannot change them. The
+///   repository's file needs only the first rule today (2026-11-30); the second keeps such
+///   lines from building copies, and lets build.rs reject a line that builds nothing new.
+#[derive(Debug, Default)]
+pub struct Selection {
+    /// Per kernel, the builds registered so far.
+    builds: HashMap<String, Vec<Build>>,
+}
+
+#[derive(Debug)]
+struct Build {
+    specialization: Specialization,
+    /// None for all.
+    archs: Option<Vec<String>>,
+}
+
+impl Selection {
+    /// Records the build of `kernel` with its defaults, for every arch.
+    pub fn add_default(&mut self, kernel: &str, specialization: Specialization) {
+        self.builds
+            .entry(kernel.to_string())
+            .or_default()
+            .push(Build {
+                specialization,
+                archs: None,
+            });
+    }
+
+    /// Whether `kernel`, compiled with `variant`'s defines to `specialization`, is registered as
+    /// `kernel@DEFINES` (see [`Selection`]); if so, the build is recorded.
+    pub fn admit(
+        &mut self,
+        kernel: &str,
+        variant: &Variant,
+        specialization: Specialization,
+    ) -> bool {
+        let declares = |name: &str| specialization.iter().any(|(n, _)| n == name);
+        if !variant
+            .define_pairs()
+            .iter()
+            .all(|(name, _)| declares(name))
+        {
+            return false;
+        }
+        let builds = self.builds.entry(kernel.to_string()).or_default();
+        let covered = builds.iter().any(|b| {
+            b.specialization == specialization
+                && archs_cover(b.archs.as_deref(), variant.archs.as_deref())
+        });
+        if !covered {
+            builds.push(Build {
+                specialization,
+                archs: variant.archs.clone(),
+            });
+        }
+        !covered
+    }
+}
+
+/// Whether a build for `outer` archs exists wherever one for `inner` is wanted (None: all).
+fn archs_cover(outer: Option<&[String]>, inner: Option<&[String]>) -> bool {
+    match (outer, inner) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(outer), Some(inner)) => inner.iter().all(|a| outer.contains(a)),
     }
 }
 
@@ -188,6 +273,55 @@ mod tests {
         let e = error("gemm-f16 BK=64\n");
         assert!(e.message.contains("not a kernel family name"), "{e}");
         assert_eq!(e.to_string(), format!("line 1: {}", e.message));
+    }
+
+    fn specialization(pairs: &[(&str, &str)]) -> Specialization {
+        pairs
+            .iter()
+            .map(|&(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_kernel_takes_a_line_that_sets_only_its_parameters() {
+        let lines = parse(
+            "matvec TMAX=1,RG=4\nmatvec TMAX=1,RG=4,XS=1\nmatvec TMAX=1,RG=4,XS=0\n\
+             matvec TMAX=1,XS=1\nmatvec TMAX=8\n",
+        )
+        .unwrap();
+        let mut selection = Selection::default();
+        let q4k = |tmax, rg, xs| specialization(&[("TMAX", tmax), ("RG", rg), ("XS", xs)]);
+        let q6k = |tmax, rg| specialization(&[("TMAX", tmax), ("RG", rg)]);
+        selection.add_default("matvec_q4k", q4k("8", "1", "0"));
+        selection.add_default("matvec_q6k", q6k("8", "1"));
+        let mut admit = |kernel, line: usize, spec| selection.admit(kernel, &lines[line], spec);
+        assert!(admit("matvec_q4k", 0, q4k("1", "4", "0")));
+        assert!(admit("matvec_q6k", 0, q6k("1", "4")));
+        assert!(admit("matvec_q4k", 1, q4k("1", "4", "1")));
+        // matvec_q6k has no XS: its build of line 1 would be line 0's.
+        assert!(!admit("matvec_q6k", 1, q6k("1", "4")));
+        // XS=0 is matvec_q4k's default: line 2 restates line 0 for it.
+        assert!(!admit("matvec_q4k", 2, q4k("1", "4", "0")));
+        assert!(admit("matvec_q4k", 3, q4k("1", "1", "1")));
+        // TMAX=8 is every default.
+        assert!(!admit("matvec_q4k", 4, q4k("8", "1", "0")));
+        assert!(!admit("matvec_q6k", 4, q6k("8", "1")));
+    }
+
+    #[test]
+    fn a_build_for_some_archs_does_not_stand_in_for_one_for_all() {
+        let lines =
+            parse("gemm [sm_90] BK=64\ngemm BK=64,BM=128\ngemm [sm_90,sm_120] BM=128,BK=64\n")
+                .unwrap();
+        let mut selection = Selection::default();
+        selection.add_default("gemm", specialization(&[("BM", "128"), ("BK", "32")]));
+        let bk64 = || specialization(&[("BM", "128"), ("BK", "64")]);
+        assert!(selection.admit("gemm", &lines[0], bk64()));
+        // The same build again, but for every arch: sm_89 must have it too.
+        assert!(selection.admit("gemm", &lines[1], bk64()));
+        assert!(!selection.admit("gemm", &lines[2], bk64()));
+        assert!(archs_cover(None, Some(&["sm_90".to_string()])));
+        assert!(!archs_cover(Some(&["sm_90".to_string()]), None));
     }
 
     /// The repository's own file parses, and its arch-limited variants name built archs.

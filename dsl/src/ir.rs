@@ -239,6 +239,38 @@ pub struct Module {
     pub functions: Vec<Function>,
 }
 
+impl Module {
+    /// Drops the kernels whose name `keep` rejects, renumbering calls (only device functions are
+    /// called, so no call loses its callee). Device functions stay, also those only the dropped
+    /// kernels reached: code generation makes them internal, and LLVM deletes the uncalled.
+    pub fn retain_kernels(&mut self, keep: impl Fn(&str) -> bool) {
+        let mut next = 0;
+        let new_id: Vec<Option<u32>> = self
+            .functions
+            .iter()
+            .map(|f| {
+                let kept = !matches!(f.kind, FunctionKind::Kernel(_)) || keep(&f.name);
+                kept.then(|| {
+                    next += 1;
+                    next - 1
+                })
+            })
+            .collect();
+        let mut index = 0;
+        self.functions.retain(|_| {
+            index += 1;
+            new_id[index - 1].is_some()
+        });
+        for f in &mut self.functions {
+            for_each_expr_mut(&mut f.body, &mut |e| {
+                if let ExprKind::Call(id, _) = &mut e.kind {
+                    *id = FuncId(new_id[id.0 as usize].expect("a call of a kernel"));
+                }
+            });
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FunctionKind {
     Device,

@@ -238,6 +238,35 @@ fn module_holds_reachable_functions_callees_first() {
     assert!(matches!(args[0].kind, ExprKind::Call(inner, _) if inner.0 == 1));
 }
 
+/// Dropping a kernel renumbers the calls of the functions after it.
+#[test]
+fn retain_kernels_keeps_calls_on_their_callees() {
+    let src = "fn first(x: f32) -> f32 { return x + 1.0; }
+        fn second(x: f32) -> f32 { return x * 2.0; }
+        kernel a(x: global mut [f32]) grid(1) block(32) { x[0] = first(1.0); }
+        kernel b(x: global mut [f32]) grid(1) block(32) { x[0] = second(first(2.0)); }
+        kernel c(x: global mut [f32]) grid(1) block(32) { x[0] = 3.0; }";
+    let mut m = compile_with(src, &[], &[]).unwrap();
+    let names =
+        |m: &Module| -> Vec<String> { m.functions.iter().map(|f| f.name.clone()).collect() };
+    assert_eq!(names(&m), ["first", "a", "second", "b", "c"]);
+    m.retain_kernels(|name| name != "a");
+    assert_eq!(names(&m), ["first", "second", "b", "c"]);
+    let StmtKind::Store { value, .. } = &m.functions[2].body[0].kind else {
+        panic!("expected a store")
+    };
+    let ExprKind::Call(outer, args) = &value.kind else {
+        panic!("expected a call")
+    };
+    assert_eq!(m.functions[outer.0 as usize].name, "second");
+    let ExprKind::Call(inner, _) = &args[0].kind else {
+        panic!("expected a call")
+    };
+    assert_eq!(m.functions[inner.0 as usize].name, "first");
+    m.retain_kernels(|_| false);
+    assert_eq!(names(&m), ["first", "second"]);
+}
+
 #[test]
 fn builtins_lower_to_their_ir() {
     let out = ir(
