@@ -209,6 +209,9 @@ fn fused_int8_blocks_give_the_logits_of_quantize_s8_bit_for_bit() {
         };
         let (fused, fused_launches, n_layer) = run(true);
         let (separate, separate_launches, _) = run(false);
+        println!(
+            "{name}: quantize_s8 launches {fused_launches} fused, {separate_launches} without"
+        );
         assert!(fused == separate, "{name}: the logits differ");
         // The prompt's last chunk and the decode steps are decode-size passes.
         let decode_passes = 1 + N_DECODE;
