@@ -188,6 +188,11 @@ pub const SPECS: &[Spec] = &[
         half_copy: false,
     },
     spec("quantize_s8", Op::QuantizeActs, Elem::F32, Elem::ActS8),
+    // Decode-size producers that also write their output as int8 blocks ([`Spec::int8_copy`]).
+    spec("rmsnorm_f32q", Op::RmsNorm, Elem::F32, Elem::F32),
+    spec("add_rmsnorm_f32q", Op::AddRmsNorm, Elem::F32, Elem::F32),
+    spec("silu_mul_f32q", Op::SiluMul, Elem::F32, Elem::F32),
+    spec("gelu_mul_f32q", Op::GeluMul, Elem::F32, Elem::F32),
     // Decode on the integer units: activations from quantize_s8, dp4a on the raw nibbles.
     Spec {
         kernel: "matvec_q4k_s8",
@@ -424,6 +429,12 @@ impl Spec {
     /// Shapes `zinc selftest` checks: degenerate, ragged and real ones.
     pub fn selftest_shapes(&self) -> &'static [&'static [usize]] {
         match self.op {
+            // Rows of whole 64-value groups: one group, ragged against the block, decode batches
+            // of the hidden and feed-forward widths.
+            Op::RmsNorm | Op::AddRmsNorm if self.int8_copy() => {
+                &[&[1, 64], &[37, 1024], &[8, 4096], &[3, 14336]]
+            }
+            Op::SiluMul | Op::GeluMul if self.int8_copy() => &[&[64], &[1088], &[8 * 14336]],
             Op::RmsNorm | Op::AddRmsNorm => &[&[1, 1], &[37, 1000], &[512, 4096], &[3, 14336]],
             // Rows of whole 64-value groups; the GEMM anchors' activations.
             Op::QuantizeActs => &[
@@ -611,6 +622,10 @@ impl Spec {
     #[cfg(test)]
     pub fn interp_shapes(&self) -> &'static [&'static [usize]] {
         match self.op {
+            // One group; two trips of the 1024-thread blocks, the second ragged; a second block
+            // of 256 threads, ragged.
+            Op::RmsNorm | Op::AddRmsNorm if self.int8_copy() => &[&[1, 64], &[3, 192], &[2, 4864]],
+            Op::SiluMul | Op::GeluMul if self.int8_copy() => &[&[64], &[1088]],
             Op::RmsNorm | Op::AddRmsNorm => &[&[1, 1], &[3, 100], &[2, 600]],
             // One group; ragged against the block of threads.
             Op::QuantizeActs => &[&[1, 64], &[3, 192], &[5, 1024]],
@@ -707,6 +722,9 @@ impl Spec {
     /// Shapes `zinc bench-kernels` times: prefill-sized activations and the anchor GEMMs.
     pub fn bench_shapes(&self) -> &'static [&'static [usize]] {
         match self.op {
+            // Decode: one token and a batch of 8.
+            Op::RmsNorm | Op::AddRmsNorm if self.int8_copy() => &[&[1, 4096], &[8, 4096]],
+            Op::SiluMul | Op::GeluMul if self.int8_copy() => &[&[14336], &[8 * 14336]],
             Op::RmsNorm | Op::AddRmsNorm => &[&[512, 4096], &[2048, 4096]],
             // The inputs of the anchor GEMMs (K = 4096 and 14336).
             Op::QuantizeActs => &[&[512, 4096], &[512, 14336], &[2048, 14336]],
@@ -775,6 +793,9 @@ impl Spec {
     /// Quantized weights need K to be a whole number of blocks (and of 64-weight slices for the
     /// quantized GEMMs).
     pub fn accepts(&self, s: &Shape) -> bool {
+        if self.int8_copy() {
+            return s.0[s.0.len() - 1].is_multiple_of(reference::ACT_S8_GROUP);
+        }
         if let Some(ty) = self.weight {
             // The quantized GEMMs take K in 64-weight slices.
             let slice = if self.op == Op::QuantGemm { 64 } else { 1 };
@@ -971,8 +992,10 @@ impl Spec {
             _ => 1,
         };
         let half = self.half_copy.then_some(Elem::F16);
+        let int8 = self.int8_copy().then_some(Elem::ActS8);
         std::iter::repeat_n(self.out, computed)
             .chain(half)
+            .chain(int8)
             .collect()
     }
 
@@ -983,11 +1006,18 @@ impl Spec {
     /// [`Spec::tolerance`] for output `i`; f16 outputs (an f16 copy, a cache) may differ by
     /// their rounding.
     pub fn output_tolerance(&self, i: usize, s: &Shape) -> f64 {
-        if self.output_elems()[i] == Elem::F16 {
-            F16_TOLERANCE
-        } else {
-            self.tolerance(s)
+        match self.output_elems()[i] {
+            Elem::F16 => F16_TOLERANCE,
+            // Against the kernel's own f32 output quantized ([`Spec::reference_given`]).
+            Elem::ActS8 if self.int8_copy() => 0.0,
+            _ => self.tolerance(s),
         }
+    }
+
+    /// Whether the kernel writes its last output again as int8 blocks ([`Elem::ActS8`]) for the
+    /// int8 matvecs reading it next: the `_f32q` kernels (as the `_f32h` ones write f16).
+    pub fn int8_copy(&self) -> bool {
+        self.kernel.ends_with("_f32q")
     }
 
     /// The elements of each output view, in order.
@@ -997,7 +1027,14 @@ impl Spec {
             let rows = d[9] + d[4];
             return vec![d[4] * d[0] * d[2], rows * d[1] * d[2], rows * d[1] * d[3]];
         }
-        vec![self.output_len(s); self.outputs()]
+        let len = self.output_len(s);
+        let int8 = len / reference::ACT_S8_GROUP * reference::ACT_S8_DECODED;
+        (self.output_elems().into_iter())
+            .map(|elem| match elem {
+                Elem::ActS8 if self.int8_copy() => int8,
+                _ => len,
+            })
+            .collect()
     }
 
     /// The elements of each output view of a kernel whose outputs are all one length.
@@ -1095,6 +1132,30 @@ impl Spec {
         if self.half_copy {
             let last = want.len() - self.output_len(s);
             want.extend_from_within(last..);
+        }
+        if self.int8_copy() {
+            let last = want.len() - self.output_len(s);
+            let rounded: Vec<f32> = want[last..].iter().map(|&v| v as f32).collect();
+            want.extend(reference::decode_acts(&reference::quantize_acts(&rounded)));
+        }
+        want
+    }
+
+    /// [`Spec::reference`] (`want`) with the int8 copy's part made from the kernel's own f32
+    /// output (of `outputs`, as downloaded): the copy must be exactly what quantize_s8 makes of
+    /// that output, which the engine would otherwise quantize. The f32 output itself is checked
+    /// against the f64 reference; quantizing the reference instead is no exact check, since an
+    /// f32 value within its tolerance can round to another q, or move a block's maximum.
+    pub fn reference_given(&self, s: &Shape, want: &[f64], outputs: &[Vec<f64>]) -> Vec<f64> {
+        let mut want = want.to_vec();
+        if self.int8_copy() {
+            let lens = self.output_lens(s);
+            let f32_out = outputs.len() - 2;
+            let own: Vec<f32> = (outputs[f32_out][..lens[f32_out]].iter())
+                .map(|&v| v as f32)
+                .collect();
+            want.truncate(want.len() - lens[f32_out + 1]);
+            want.extend(reference::decode_acts(&reference::quantize_acts(&own)));
         }
         want
     }

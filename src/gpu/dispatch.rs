@@ -243,18 +243,32 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> 
     Some(format!("{kernel}{variant}"))
 }
 
+/// The copy of a product input that the kernel producing it writes besides its f32 output, for
+/// the products reading it next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputCopy {
+    None,
+    /// f16, for the tensor-core GEMMs of prefill-size batches (the `_f32h` kernels).
+    Half,
+    /// int8 blocks (kernels/quant/act_s8.tile), for the int8 matvecs of decode-size batches (the
+    /// `_f32q` kernels): bit for bit what quantize_s8 makes of the f32 output.
+    Int8,
+}
+
 /// The RMS norm for `rows` rows: a block of 1024 threads for decode-size batches, where one
 /// block per row leaves the GPU idle and 256 threads walk a 4096-wide row in 16 dependent steps;
-/// with `fused_add`, the residual add before it in the same pass; with `half_copy`, the output
-/// also in f16 (for prefill-size batches, whose products read f16).
-pub fn rmsnorm(rows: usize, fused_add: bool, half_copy: bool) -> &'static str {
-    match (rows <= MATVEC_MAX_T, fused_add, half_copy) {
-        (_, false, true) => "rmsnorm_f32h",
-        (_, true, true) => "add_rmsnorm_f32h",
-        (true, false, false) => "rmsnorm_f32@BLOCK=1024",
-        (false, false, false) => "rmsnorm_f32",
-        (true, true, false) => "add_rmsnorm_f32@BLOCK=1024",
-        (false, true, false) => "add_rmsnorm_f32",
+/// with `fused_add`, the residual add before it in the same pass; with `copy`, the output also in
+/// f16 (prefill-size batches) or as int8 blocks (decode-size ones).
+pub fn rmsnorm(rows: usize, fused_add: bool, copy: InputCopy) -> &'static str {
+    match (copy, fused_add, rows <= MATVEC_MAX_T) {
+        (InputCopy::Half, false, _) => "rmsnorm_f32h",
+        (InputCopy::Half, true, _) => "add_rmsnorm_f32h",
+        (InputCopy::Int8, false, _) => "rmsnorm_f32q@BLOCK=1024",
+        (InputCopy::Int8, true, _) => "add_rmsnorm_f32q@BLOCK=1024",
+        (InputCopy::None, false, true) => "rmsnorm_f32@BLOCK=1024",
+        (InputCopy::None, false, false) => "rmsnorm_f32",
+        (InputCopy::None, true, true) => "add_rmsnorm_f32@BLOCK=1024",
+        (InputCopy::None, true, false) => "add_rmsnorm_f32",
     }
 }
 
@@ -322,11 +336,8 @@ mod tests {
     fn dispatched_kernels_exist() {
         let mut names = vec![gemm_f16(1).to_string(), gemm_f16(4096).to_string()];
         for fused_add in [false, true] {
-            for half_copy in [false, true] {
-                let norms = [
-                    rmsnorm(1, fused_add, half_copy),
-                    rmsnorm(512, fused_add, half_copy),
-                ];
+            for copy in [InputCopy::None, InputCopy::Half, InputCopy::Int8] {
+                let norms = [rmsnorm(1, fused_add, copy), rmsnorm(512, fused_add, copy)];
                 names.extend(norms.map(String::from));
             }
         }

@@ -41,6 +41,7 @@ use zinc_runtime::{
     Arg, Device, DeviceBuffer, DeviceElem, Event, Graph, Grid, Kernel, RuntimeError, Stream,
 };
 
+use self::dispatch::InputCopy;
 use crate::reference;
 use crate::registry::{Registry, RegistryError};
 use crate::specs::{self, TOP_K_MAX, TOP_K_MAX_COLS};
@@ -127,6 +128,8 @@ struct Kernels {
     gelu_mul: Arc<Kernel>,
     silu_mul_half: Arc<Kernel>,
     gelu_mul_half: Arc<Kernel>,
+    silu_mul_int8: Arc<Kernel>,
+    gelu_mul_int8: Arc<Kernel>,
     to_f16: Arc<Kernel>,
     quantize_s8: Arc<Kernel>,
     embed: Arc<Kernel>,
@@ -153,6 +156,8 @@ impl Kernels {
             gelu_mul: k("gelu_mul_f32")?,
             silu_mul_half: k("silu_mul_f32h")?,
             gelu_mul_half: k("gelu_mul_f32h")?,
+            silu_mul_int8: k("silu_mul_f32q")?,
+            gelu_mul_int8: k("gelu_mul_f32q")?,
             to_f16: k("f32_to_f16")?,
             quantize_s8: k("quantize_s8")?,
             embed: k("embed_f16")?,
@@ -227,6 +232,10 @@ pub struct Gpu {
     /// Whether decode products whose weight type has an integer matvec take it, on int8
     /// activations ([`s8_decode_enabled`]).
     s8_decode: bool,
+    /// Whether, with `s8_decode`, the norms and gated products of decode-size batches write the
+    /// int8 blocks of their output themselves ([`InputCopy::Int8`]), so that no quantize_s8
+    /// launch precedes the products reading them: unless `ZINC_S8_FUSED=0`.
+    s8_fused: bool,
 }
 
 /// Greedy decode steps recorded as CUDA graphs and replayed: the step's token and position live
@@ -261,6 +270,13 @@ fn graphs_enabled() -> bool {
 /// activations' rounding adds about 5e-3 relative error to each product on random data.
 fn s8_decode_enabled() -> bool {
     std::env::var("ZINC_S8").as_deref() != Ok("0")
+}
+
+/// Whether the producers of decode-size product inputs write their int8 blocks themselves
+/// ([`Gpu::s8_fused`]): unless `ZINC_S8_FUSED=0`. The blocks are the same bits either way; off,
+/// each product input takes a quantize_s8 launch (about 3 per layer).
+fn s8_fused_enabled() -> bool {
+    std::env::var("ZINC_S8_FUSED").as_deref() != Ok("0")
 }
 
 /// The key capacity of the graph for a decode step over `needed` cached positions: a power of
@@ -314,11 +330,23 @@ impl Act {
         }
     }
 
-    /// The tensor as quantize_s8's int8 blocks (kernels/quant/act_s8.tile), quantized on first
-    /// use. Its length must be a multiple of 64.
+    /// `f32` and the copy of it its kernel wrote.
+    fn with_copy(f32: DeviceBuffer<f32>, copy: CopyBuffer) -> Act {
+        match copy {
+            CopyBuffer::None => Act::with_half(f32, None),
+            CopyBuffer::Half(f16) => Act::with_half(f32, Some(f16)),
+            CopyBuffer::Int8(s8) => Act {
+                f32,
+                f16: RefCell::new(None),
+                s8: RefCell::new(Some(Rc::new(s8))),
+            },
+        }
+    }
+
+    /// The tensor as quantize_s8's int8 blocks (kernels/quant/act_s8.tile): those its kernel
+    /// wrote, or quantized on first use. Its length must be a multiple of 64.
     fn quantized(&self, queue: &Queue, quantize: &Kernel) -> Result<Rc<DeviceBuffer<u32>>> {
-        let words = self.len() / reference::ACT_S8_GROUP * reference::ACT_S8_GROUP_BYTES / 4;
-        self.converted(&self.s8, words, queue, quantize)
+        self.converted(&self.s8, act_s8_words(self.len()), queue, quantize)
     }
 
     /// The tensor in f16, converted on first use.
@@ -346,6 +374,29 @@ impl Act {
         let copy = Rc::new(copy);
         *slot.borrow_mut() = Some(copy.clone());
         Ok(copy)
+    }
+}
+
+/// u32 words of `len` activations in quantize_s8's layout.
+fn act_s8_words(len: usize) -> usize {
+    len / reference::ACT_S8_GROUP * reference::ACT_S8_GROUP_BYTES / 4
+}
+
+/// The copy of its output a producer writes ([`InputCopy`]), allocated.
+enum CopyBuffer {
+    None,
+    Half(DeviceBuffer<f16>),
+    Int8(DeviceBuffer<u32>),
+}
+
+impl CopyBuffer {
+    /// The kernel argument of the copy, if there is one.
+    fn arg(&mut self) -> Option<Arg<'_>> {
+        match self {
+            CopyBuffer::None => None,
+            CopyBuffer::Half(f16) => Some(f16.into()),
+            CopyBuffer::Int8(s8) => Some(s8.into()),
+        }
     }
 }
 
@@ -486,6 +537,7 @@ impl Gpu {
             no_offset,
             graphs: None,
             s8_decode: s8_decode_enabled(),
+            s8_fused: s8_fused_enabled(),
         };
         if graphs_enabled() {
             gpu.enable_decode_graphs(!device.is_emulated())?;
@@ -671,19 +723,22 @@ impl Gpu {
     }
 
     /// RMS norm of rows of `cols`, by the first `cols` weights of `w`. Norms of whole hidden
-    /// rows feed products, so they also write f16 when products read it; per-head ones (QK
-    /// norms) feed rope.
+    /// rows feed products, so they also write the copy products read ([`Gpu::input_copy`]);
+    /// per-head ones (QK norms) feed rope.
     fn norm_rows(&self, x: &Act, w: &DeviceBuffer<f32>, cols: usize, eps: f32) -> Result<Act> {
         let mut y = self.alloc(x.len())?;
         let rows = x.len() / cols;
-        let half = products_read_half(rows) && cols == self.n_embd;
-        let mut y16 = self.half_copy(half, x.len())?;
+        let copy = match cols == self.n_embd {
+            true => self.input_copy(rows, cols),
+            false => InputCopy::None,
+        };
+        let mut y_copy = self.copy_buffer(copy, x.len())?;
         let mut args = vec![x.into(), w.into(), (&mut y).into()];
-        args.extend(y16.as_mut().map(Arg::from));
+        args.extend(y_copy.arg());
         args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
-        let kernel = self.kernel(dispatch::rmsnorm(rows, false, half))?;
+        let kernel = self.kernel(dispatch::rmsnorm(rows, false, copy))?;
         self.launch(&kernel, &mut args)?;
-        Ok(Act::with_half(y, y16))
+        Ok(Act::with_copy(y, y_copy))
     }
 
     /// The attention of `q` over layer `layer`'s cache, after appending `new_kv` (the keys and
@@ -793,6 +848,8 @@ impl Gpu {
                 u32_arg(n_splits)?,
             ],
         )?;
+        // The o projection's input: it takes a quantize_s8 launch of its own at decode sizes
+        // (attention_combine does not write int8 blocks yet).
         Ok(o.into())
     }
 
@@ -806,6 +863,29 @@ impl Gpu {
             .into());
         }
         Ok(())
+    }
+
+    /// The copy that the kernel producing `rows` rows of `cols` for products writes: f16 when
+    /// the products run on the tensor cores, int8 blocks when they are int8 matvecs (which take
+    /// rows of whole 64-value groups).
+    fn input_copy(&self, rows: usize, cols: usize) -> InputCopy {
+        if products_read_half(rows) {
+            InputCopy::Half
+        } else if self.s8_decode && self.s8_fused && cols.is_multiple_of(reference::ACT_S8_GROUP) {
+            InputCopy::Int8
+        } else {
+            InputCopy::None
+        }
+    }
+
+    /// A buffer for a kernel's `copy` of its output of `len` values.
+    fn copy_buffer(&self, copy: InputCopy, len: usize) -> Result<CopyBuffer> {
+        let stream = &self.queue.stream;
+        Ok(match copy {
+            InputCopy::None => CopyBuffer::None,
+            InputCopy::Half => CopyBuffer::Half(stream.alloc::<f16>(len).gpu()?),
+            InputCopy::Int8 => CopyBuffer::Int8(stream.alloc::<u32>(act_s8_words(len)).gpu()?),
+        })
     }
 
     /// An f16 buffer of `len` for a kernel's copy of its output, if `half`.
@@ -1190,22 +1270,25 @@ impl Backend for Gpu {
     }
     fn glu(&self, activation: Activation, gate: &Act, x: &Act) -> Result<Act> {
         // The gated product feeds the down projection only.
-        let half = products_read_half(self.batch.get());
+        let rows = self.batch.get();
+        let copy = self.input_copy(rows, x.len() / rows);
         let k = &self.kernels;
-        let kernel = match (activation, half) {
-            (Activation::Silu, false) => &k.silu_mul,
-            (Activation::Silu, true) => &k.silu_mul_half,
-            (Activation::GeluTanh, false) => &k.gelu_mul,
-            (Activation::GeluTanh, true) => &k.gelu_mul_half,
+        let kernel = match (activation, copy) {
+            (Activation::Silu, InputCopy::None) => &k.silu_mul,
+            (Activation::Silu, InputCopy::Half) => &k.silu_mul_half,
+            (Activation::Silu, InputCopy::Int8) => &k.silu_mul_int8,
+            (Activation::GeluTanh, InputCopy::None) => &k.gelu_mul,
+            (Activation::GeluTanh, InputCopy::Half) => &k.gelu_mul_half,
+            (Activation::GeluTanh, InputCopy::Int8) => &k.gelu_mul_int8,
             (Activation::Sigmoid, _) => return unsupported("sigmoid-gated attention"),
         };
         let mut y = self.alloc(x.len())?;
-        let mut y16 = self.half_copy(half, x.len())?;
+        let mut y_copy = self.copy_buffer(copy, x.len())?;
         let mut args = vec![gate.into(), x.into(), (&mut y).into()];
-        args.extend(y16.as_mut().map(Arg::from));
+        args.extend(y_copy.arg());
         args.push(u32_arg(x.len())?);
         self.launch(kernel, &mut args)?;
-        Ok(Act::with_half(y, y16))
+        Ok(Act::with_copy(y, y_copy))
     }
 
     fn gate_rows(&self, _: &mut Act, _: &Act) -> Result<()> {
@@ -1231,20 +1314,20 @@ impl Backend for Gpu {
     ) -> Result<Act> {
         let cols = weight.len();
         let rows = x.len() / cols;
-        let half = products_read_half(rows);
+        let copy = self.input_copy(rows, cols);
         let mut sum = self.alloc(x.len())?;
         let mut h = self.alloc(x.len())?;
-        let mut h16 = self.half_copy(half, x.len())?;
+        let mut h_copy = self.copy_buffer(copy, x.len())?;
         let mut args = vec![(&*x).into(), y.into(), weight.into()];
         args.extend([(&mut sum).into(), (&mut h).into()]);
-        args.extend(h16.as_mut().map(Arg::from));
+        args.extend(h_copy.arg());
         args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
         self.launch(
-            &*self.kernel(dispatch::rmsnorm(rows, true, half))?,
+            &*self.kernel(dispatch::rmsnorm(rows, true, copy))?,
             &mut args,
         )?;
         *x = sum.into();
-        Ok(Act::with_half(h, h16))
+        Ok(Act::with_copy(h, h_copy))
     }
 
     fn scale(&self, x: &mut Act, s: f32) -> Result<()> {

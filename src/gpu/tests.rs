@@ -173,6 +173,56 @@ fn int8_decode_products_on_the_emulated_device_stay_near_the_cpu() {
     }
 }
 
+/// The norms and gated products of decode-size batches write the int8 blocks of their output
+/// themselves (the `_f32q` kernels): the bits quantize_s8 makes of their f32 output, so the
+/// logits are bit for bit those of the same backend quantizing every product input with a
+/// quantize_s8 launch; and fewer such launches remain (at most the o projections' inputs, one a
+/// layer per decode-size pass). Llama (silu) and Gemma (gelu, its norms after the products).
+#[test]
+fn fused_int8_blocks_give_the_logits_of_quantize_s8_bit_for_bit() {
+    for name in ["llama3-8b", "gemma3-27b"] {
+        let gguf = tiny_model(name);
+        let device = Arc::new(crate::emulator::device());
+        let run = |s8_fused: bool| {
+            let mut gpu = Model::with_backend(&gguf, |c| {
+                let mut gpu = Gpu::new(&device, c, PROMPT + N_DECODE, weight_bytes(&gguf))?;
+                gpu.s8_decode = true;
+                gpu.s8_fused = s8_fused;
+                Ok(gpu)
+            })
+            .unwrap();
+            let n_vocab = gpu.config().n_vocab as u32;
+            let ids: Vec<u32> = (0..(PROMPT + N_DECODE) as u32)
+                .map(|i| (i * 97 + 13) % n_vocab)
+                .collect();
+            gpu.backend().start_profile();
+            let mut logits = Vec::new();
+            for (i, chunk) in ids[..PROMPT].chunks(UBATCH).enumerate() {
+                logits.extend(gpu.forward_all(chunk, i * UBATCH).unwrap());
+            }
+            for (pos, &token) in ids.iter().enumerate().skip(PROMPT) {
+                logits.extend(gpu.forward(&[token], pos).unwrap());
+            }
+            let times = gpu.backend().finish_profile().unwrap();
+            let quantized = times.by_kernel.get("quantize_s8").map_or(0, |&(n, _)| n);
+            let bits: Vec<u32> = logits.iter().map(|v| v.to_bits()).collect();
+            (bits, quantized, gpu.config().n_layer)
+        };
+        let (fused, fused_launches, n_layer) = run(true);
+        let (separate, separate_launches, _) = run(false);
+        println!(
+            "{name}: quantize_s8 launches {fused_launches} fused, {separate_launches} without"
+        );
+        assert!(fused == separate, "{name}: the logits differ");
+        // The prompt's last chunk and the decode steps are decode-size passes.
+        let decode_passes = 1 + N_DECODE;
+        assert!(
+            fused_launches < separate_launches && fused_launches <= decode_passes * n_layer,
+            "{name}: {fused_launches} quantize_s8 launches fused, {separate_launches} without"
+        );
+    }
+}
+
 /// The tiny Gemma 4's error on the GEMM path (f16 activations) is f16 rounding amplified by its
 /// attention at scale 1 on normalized queries and keys (docs/GOLDEN.md, "GPU backend against
 /// the CPU reference"): measured here 2.1e-2 at its worst position, the same with the prompt in
