@@ -118,7 +118,7 @@ fn compare_outputs(outputs: &[Vec<f64>], want: &[f64], lens: &[usize]) -> Vec<Er
 fn output_label(name: &str, spec: &Spec, i: usize) -> String {
     match spec.outputs() {
         1 => name.to_string(),
-        _ if spec.half_copy && i + 1 == spec.outputs() => format!("{name} [f16 copy]"),
+        _ if spec.half_copy() && i + 1 == spec.outputs() => format!("{name} [f16 copy]"),
         _ if spec.int8_copy() && i + 1 == spec.outputs() => format!("{name} [int8 copy]"),
         _ => format!("{name} [output {i}]"),
     }

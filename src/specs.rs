@@ -138,19 +138,20 @@ pub struct Spec {
     /// The last input is a weight matrix stored as raw GGUF blocks of this type (u32 words);
     /// its values are drawn as f32 and quantized by models/src/quant.
     pub weight: Option<GgmlType>,
-    /// After its outputs the kernel writes the last one again rounded to f16, for the
-    /// tensor-core GEMMs that read it next (the `_f32h` kernels).
-    pub half_copy: bool,
+    /// After its outputs the kernel writes the last one again as this element type, for the
+    /// products that read it next: f16 for the tensor-core GEMMs (the `_f32h` kernels), int8
+    /// blocks for the int8 matvecs (the `_f32q` kernels).
+    pub copy: Option<Elem>,
 }
 
 pub const SPECS: &[Spec] = &[
     spec("rmsnorm_f32", Op::RmsNorm, Elem::F32, Elem::F32),
     spec("rmsnorm_f16", Op::RmsNorm, Elem::F32, Elem::F16),
     spec("add_rmsnorm_f32", Op::AddRmsNorm, Elem::F32, Elem::F32),
-    with_half_copy("rmsnorm_f32h", Op::RmsNorm),
-    with_half_copy("add_rmsnorm_f32h", Op::AddRmsNorm),
-    with_half_copy("silu_mul_f32h", Op::SiluMul),
-    with_half_copy("gelu_mul_f32h", Op::GeluMul),
+    with_copy("rmsnorm_f32h", Op::RmsNorm, Elem::F16),
+    with_copy("add_rmsnorm_f32h", Op::AddRmsNorm, Elem::F16),
+    with_copy("silu_mul_f32h", Op::SiluMul, Elem::F16),
+    with_copy("gelu_mul_f32h", Op::GeluMul, Elem::F16),
     spec("softmax_rows", Op::Softmax, Elem::F32, Elem::F32),
     spec("argmax_rows", Op::Argmax, Elem::F32, Elem::I32),
     spec("top_k_rows", Op::TopK, Elem::F32, Elem::I32),
@@ -185,14 +186,14 @@ pub const SPECS: &[Spec] = &[
         input: Elem::ActS8,
         out: Elem::F32,
         weight: Some(GgmlType::Q4_K),
-        half_copy: false,
+        copy: None,
     },
     spec("quantize_s8", Op::QuantizeActs, Elem::F32, Elem::ActS8),
     // Decode-size producers that also write their output as int8 blocks ([`Spec::int8_copy`]).
-    spec("rmsnorm_f32q", Op::RmsNorm, Elem::F32, Elem::F32),
-    spec("add_rmsnorm_f32q", Op::AddRmsNorm, Elem::F32, Elem::F32),
-    spec("silu_mul_f32q", Op::SiluMul, Elem::F32, Elem::F32),
-    spec("gelu_mul_f32q", Op::GeluMul, Elem::F32, Elem::F32),
+    with_copy("rmsnorm_f32q", Op::RmsNorm, Elem::ActS8),
+    with_copy("add_rmsnorm_f32q", Op::AddRmsNorm, Elem::ActS8),
+    with_copy("silu_mul_f32q", Op::SiluMul, Elem::ActS8),
+    with_copy("gelu_mul_f32q", Op::GeluMul, Elem::ActS8),
     // Decode on the integer units: activations from quantize_s8, dp4a on the raw nibbles.
     Spec {
         kernel: "matvec_q4k_s8",
@@ -200,7 +201,7 @@ pub const SPECS: &[Spec] = &[
         input: Elem::ActS8,
         out: Elem::F32,
         weight: Some(GgmlType::Q4_K),
-        half_copy: false,
+        copy: None,
     },
     // The same on Q6_K, reading matvec_q6k's planar layout.
     Spec {
@@ -209,7 +210,7 @@ pub const SPECS: &[Spec] = &[
         input: Elem::ActS8,
         out: Elem::F32,
         weight: Some(GgmlType::Q6_K),
-        half_copy: false,
+        copy: None,
     },
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
@@ -219,7 +220,7 @@ pub const SPECS: &[Spec] = &[
     // Tensor cores, f16 Q, K, V; heads of exactly its `D` (FLASH_HEAD_DIM by default); the
     // output also in f16.
     Spec {
-        half_copy: true,
+        copy: Some(Elem::F16),
         ..spec("flash_attn_f16", Op::Attention, Elem::F16, Elem::F32)
     },
     // f32 queries, f16 caches (see `Spec::input_elem`).
@@ -236,7 +237,7 @@ pub const SPECS: &[Spec] = &[
         Elem::F32,
     ),
     spec("rope_f32", Op::Rope, Elem::F32, Elem::F32),
-    with_half_copy("rope_f32h", Op::Rope),
+    with_copy("rope_f32h", Op::Rope, Elem::F16),
     // An f16 table, then u32 token ids.
     spec("embed_f16", Op::Embed, Elem::F16, Elem::F32),
     // u32 token ids, then a quantized table.
@@ -262,14 +263,14 @@ const fn spec(kernel: &'static str, op: Op, input: Elem, out: Elem) -> Spec {
         input,
         out,
         weight: None,
-        half_copy: false,
+        copy: None,
     }
 }
 
-/// An f32 kernel that also writes its last output in f16 ([`Spec::half_copy`]).
-const fn with_half_copy(kernel: &'static str, op: Op) -> Spec {
+/// An f32 kernel that also writes its last output as `copy` ([`Spec::copy`]).
+const fn with_copy(kernel: &'static str, op: Op, copy: Elem) -> Spec {
     Spec {
-        half_copy: true,
+        copy: Some(copy),
         ..spec(kernel, op, Elem::F32, Elem::F32)
     }
 }
@@ -282,7 +283,7 @@ const fn quant(kernel: &'static str, op: Op, ty: GgmlType, out: Elem) -> Spec {
         input: Elem::F32,
         out,
         weight: Some(ty),
-        half_copy: false,
+        copy: None,
     }
 }
 
@@ -294,7 +295,7 @@ const fn quant_gemm(kernel: &'static str, ty: GgmlType) -> Spec {
         input: Elem::F16,
         out: Elem::F32,
         weight: Some(ty),
-        half_copy: false,
+        copy: None,
     }
 }
 
@@ -991,11 +992,8 @@ impl Spec {
             Op::TopK => return vec![Elem::I32, Elem::F32],
             _ => 1,
         };
-        let half = self.half_copy.then_some(Elem::F16);
-        let int8 = self.int8_copy().then_some(Elem::ActS8);
         std::iter::repeat_n(self.out, computed)
-            .chain(half)
-            .chain(int8)
+            .chain(self.copy)
             .collect()
     }
 
@@ -1014,10 +1012,14 @@ impl Spec {
         }
     }
 
-    /// Whether the kernel writes its last output again as int8 blocks ([`Elem::ActS8`]) for the
-    /// int8 matvecs reading it next: the `_f32q` kernels (as the `_f32h` ones write f16).
+    /// Whether the kernel writes its last output again in f16 ([`Spec::copy`]).
+    pub fn half_copy(&self) -> bool {
+        self.copy == Some(Elem::F16)
+    }
+
+    /// Whether the kernel writes its last output again as int8 blocks ([`Spec::copy`]).
     pub fn int8_copy(&self) -> bool {
-        self.kernel.ends_with("_f32q")
+        self.copy == Some(Elem::ActS8)
     }
 
     /// The elements of each output view, in order.
@@ -1129,7 +1131,7 @@ impl Spec {
     /// another.
     pub fn reference(&self, s: &Shape, inputs: &[Vec<f32>]) -> Vec<f64> {
         let mut want = self.computed(s, inputs);
-        if self.half_copy {
+        if self.half_copy() {
             let last = want.len() - self.output_len(s);
             want.extend_from_within(last..);
         }
