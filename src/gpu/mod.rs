@@ -268,7 +268,7 @@ fn graphs_enabled() -> bool {
 /// 32 values, as llama.cpp's decode does): unless `ZINC_S8=0`. On the H200, Q4_K 4096 x 14336
 /// at one token took 14.6 us against 21.7 with f32 activations (docs/PERF.md, session 5); the
 /// activations' rounding adds about 5e-3 relative error to each product on random data.
-fn s8_decode_enabled() -> bool {
+pub fn s8_decode_enabled() -> bool {
     std::env::var("ZINC_S8").as_deref() != Ok("0")
 }
 
