@@ -212,6 +212,24 @@ pub const SPECS: &[Spec] = &[
         weight: Some(GgmlType::Q6_K),
         copy: None,
     },
+    // Q8_0 and Q5_0 on matvec_q8_0's and matvec_q5_0's planar layouts (one d per 32 weights,
+    // an activation block's).
+    Spec {
+        kernel: "matvec_q8_0_s8",
+        op: Op::Matvec,
+        input: Elem::ActS8,
+        out: Elem::F32,
+        weight: Some(GgmlType::Q8_0),
+        copy: None,
+    },
+    Spec {
+        kernel: "matvec_q5_0_s8",
+        op: Op::Matvec,
+        input: Elem::ActS8,
+        out: Elem::F32,
+        weight: Some(GgmlType::Q5_0),
+        copy: None,
+    },
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
     quant_gemm("gemm_q8_0", GgmlType::Q8_0),
@@ -655,6 +673,14 @@ impl Spec {
             // (PF = 1's prefetch of a real next trip, and its last phase past the end).
             // K in whole super-blocks; T past the default TMAX (two token passes, the second
             // ragged).
+            // 32-weight blocks: K = 64 (one activation group), Gemma 3 270M's 640 (2.5 units of
+            // 256: groups past the row's end) and 2048, at rows ragged against every row group.
+            Op::Matvec
+                if self.input == Elem::ActS8
+                    && matches!(self.weight, Some(GgmlType::Q8_0 | GgmlType::Q5_0)) =>
+            {
+                &[&[1, 37, 640], &[11, 5, 64], &[3, 21, 2048], &[2, 70, 640]]
+            }
             Op::Matvec if self.input == Elem::ActS8 => {
                 &[&[1, 37, 512], &[8, 9, 256], &[11, 5, 768], &[2, 19, 4864]]
             }
