@@ -669,10 +669,6 @@ impl Spec {
             Op::Gemm => &[&[1, 1, 1], &[17, 33, 5], &[17, 33, 8], &[67, 131, 40]],
             // K = 96 only for the 32-weight blocks.
             Op::Dequant => &[&[37, 512], &[3, 96]],
-            // 19 super-blocks: several trips per warp at KW = 4 and 8, odd and even counts
-            // (PF = 1's prefetch of a real next trip, and its last phase past the end).
-            // K in whole super-blocks; T past the default TMAX (two token passes, the second
-            // ragged).
             // 32-weight blocks: K = 64 (one activation group), Gemma 3 270M's 640 (2.5 units of
             // 256: groups past the row's end) and 2048, at rows ragged against every row group.
             Op::Matvec
@@ -681,6 +677,10 @@ impl Spec {
             {
                 &[&[1, 37, 640], &[11, 5, 64], &[3, 21, 2048], &[2, 70, 640]]
             }
+            // 19 super-blocks: several trips per warp at KW = 4 and 8, odd and even counts
+            // (PF = 1's prefetch of a real next trip, and its last phase past the end).
+            // K in whole super-blocks; T past the default TMAX (two token passes, the second
+            // ragged).
             Op::Matvec if self.input == Elem::ActS8 => {
                 &[&[1, 37, 512], &[8, 9, 256], &[11, 5, 768], &[2, 19, 4864]]
             }
