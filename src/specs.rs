@@ -824,8 +824,13 @@ impl Spec {
             return s.0[s.0.len() - 1].is_multiple_of(reference::ACT_S8_GROUP);
         }
         if let Some(ty) = self.weight {
-            // The quantized GEMMs take K in 64-weight slices.
-            let slice = if self.op == Op::QuantGemm { 64 } else { 1 };
+            // The quantized GEMMs take K in 64-weight slices, and int8 activations come in
+            // groups of 64 (Q8_0 and Q5_0 blocks are 32).
+            let slice = if self.op == Op::QuantGemm || self.input == Elem::ActS8 {
+                64
+            } else {
+                1
+            };
             return s.0[s.0.len() - 1].is_multiple_of(ty.block_size().max(slice));
         }
         let d = &s.0;
@@ -1729,6 +1734,19 @@ mod tests {
         let ragged: Shape = "7x9x12".parse().unwrap();
         assert_eq!(gemm.shapes("gemm_f16", &[ragged], &[]), vec![]);
         assert!(gemm.selftest_shapes().iter().all(|d| d[2] % 8 == 0));
+    }
+
+    #[test]
+    fn int8_matvecs_of_32_weight_blocks_take_k_in_whole_activation_groups() {
+        for kernel in ["matvec_q8_0_s8", "matvec_q5_0_s8"] {
+            let spec = spec_for(kernel).unwrap();
+            assert!(spec.accepts(&Shape(vec![1, 37, 640])));
+            // Whole 32-blocks, but half an activation group.
+            assert!(!spec.accepts(&Shape(vec![1, 37, 544])));
+            // Every interpreter shape is run, none filtered out.
+            let interp = spec.interp_shapes();
+            assert_eq!(spec.shapes(kernel, &[], interp).len(), interp.len());
+        }
     }
 
     #[test]
