@@ -400,15 +400,15 @@ mod tests {
     }
 
     /// The int8 paths end to end in the interpreter: quantize_s8, then gemm_q4k_s8 (prefill)
-    /// or matvec_q4k_s8 / matvec_q6k_s8 (decode), against the f32 activations times the dequantized weights. The
-    /// kernels' own error is checked against `reference::gemm_s8` at 1e-5; the rest is the
-    /// int8 rounding of the activations, on the harness's activations (magnitudes 0.1 to 1, so
-    /// every block's amax is near one) and on heavier-tailed ones (every 29th value 8 times
-    /// larger, as outlier channels make them), where one large value coarsens its whole block of
-    /// 32. Measured here: gemm at 33x40x1024 3.4e-3 and 0.0125 of the largest |Y|, relative
-    /// Frobenius error 3.7e-3 and 0.0105; matvec at 1x40x4096 5.4e-3 and 0.0109, Frobenius
-    /// 5.0e-3 and 9.2e-3 (the f16 path's gemm_q4k: 4.5e-4 to 6.9e-4 of the largest |Y|,
-    /// docs/PERF.md).
+    /// or matvec_q4k_s8 / q6k_s8 / q8_0_s8 / q5_0_s8 (decode), against the f32 activations
+    /// times the dequantized weights. The kernels' own error is checked against
+    /// `reference::gemm_s8` at 1e-5; the rest is the int8 rounding of the activations, on the
+    /// harness's activations (magnitudes 0.1 to 1, so every block's amax is near one) and on
+    /// heavier-tailed ones (every 29th value 8 times larger, as outlier channels make them),
+    /// where one large value coarsens its whole block of 32. Measured here: gemm at 33x40x1024
+    /// 3.4e-3 and 0.0125 of the largest |Y|, relative Frobenius error 3.7e-3 and 0.0105; matvec
+    /// at 1x40x4096 5.4e-3 and 0.0109, Frobenius 5.0e-3 and 9.2e-3 (the f16 path's gemm_q4k:
+    /// 4.5e-4 to 6.9e-4 of the largest |Y|, docs/PERF.md).
     #[test]
     fn int8_path_error_against_f32_activations() {
         let families = compile_families();
@@ -437,6 +437,18 @@ mod tests {
             (
                 "matvec.tile",
                 "matvec_q6k_s8",
+                (1, 40, 4096),
+                [8e-3, 1.8e-2],
+            ),
+            (
+                "matvec.tile",
+                "matvec_q8_0_s8",
+                (1, 40, 4096),
+                [8e-3, 1.8e-2],
+            ),
+            (
+                "matvec.tile",
+                "matvec_q5_0_s8",
                 (1, 40, 4096),
                 [8e-3, 1.8e-2],
             ),

@@ -393,13 +393,13 @@ pub fn decode_acts(bytes: &[u8]) -> Vec<f64> {
     out
 }
 
-/// `Y[T][N] = X[T][K] · W[N][K]^T` as the int8 kernels (gemm_q4k_s8, matvec_q4k_s8,
-/// matvec_q6k_s8) compute it from `quantize_acts(x)` and `w` quantized as `ty`, summed in f64
-/// from exact products: the quantized activations times the dequantized weights (before the
-/// weights' f32 rounding). Q4_K per activation block `d * sum(q * (d_w scale q_w)) - (dmin min) *
-/// sum` (the stored sum, as the kernels take it); Q6_K, which has no minimum, `d * sum(q * w)`
-/// (its dequantized weights are exact in f32). Its distance to `gemm_xwt(x, dequantized(ty, w))`
-/// is the int8 rounding of the activations.
+/// `Y[T][N] = X[T][K] · W[N][K]^T` as the int8 kernels (gemm_q4k_s8 and the matvec_*_s8)
+/// compute it from `quantize_acts(x)` and `w` quantized as `ty`, summed in f64 from exact
+/// products: the quantized activations times the dequantized weights (before the weights' f32
+/// rounding). Q4_K per activation block `d * sum(q * (d_w scale q_w)) - (dmin min) * sum` (the
+/// stored sum, as the kernels take it); Q6_K, Q8_0 and Q5_0, which have no minimum,
+/// `d * sum(q * w)` (their dequantized weights are exact in f32). Its distance to
+/// `gemm_xwt(x, dequantized(ty, w))` is the int8 rounding of the activations.
 pub fn gemm_s8(ty: GgmlType, x: &[f32], w: &[f32], n: usize, k: usize) -> Vec<f64> {
     let decoded = decode_acts(&quantize_acts(x));
     let (values, sums): (Vec<&[f64]>, Vec<&[f64]>) = decoded
@@ -415,7 +415,9 @@ pub fn gemm_s8(ty: GgmlType, x: &[f32], w: &[f32], n: usize, k: usize) -> Vec<f6
             let min = gemm_xwt(&sums, &mins, n, k / 32);
             main.iter().zip(min).map(|(a, b)| a - b).collect()
         }
-        GgmlType::Q6_K => gemm_xwt(&values, &dequantized(ty, w), n, k),
+        GgmlType::Q6_K | GgmlType::Q8_0 | GgmlType::Q5_0 => {
+            gemm_xwt(&values, &dequantized(ty, w), n, k)
+        }
         _ => unimplemented!("no int8 kernel takes {ty:?} weights"),
     }
 }

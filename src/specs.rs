@@ -212,6 +212,24 @@ pub const SPECS: &[Spec] = &[
         weight: Some(GgmlType::Q6_K),
         copy: None,
     },
+    // Q8_0 and Q5_0 on matvec_q8_0's and matvec_q5_0's planar layouts (one d per 32 weights,
+    // an activation block's).
+    Spec {
+        kernel: "matvec_q8_0_s8",
+        op: Op::Matvec,
+        input: Elem::ActS8,
+        out: Elem::F32,
+        weight: Some(GgmlType::Q8_0),
+        copy: None,
+    },
+    Spec {
+        kernel: "matvec_q5_0_s8",
+        op: Op::Matvec,
+        input: Elem::ActS8,
+        out: Elem::F32,
+        weight: Some(GgmlType::Q5_0),
+        copy: None,
+    },
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
     quant_gemm("gemm_q8_0", GgmlType::Q8_0),
@@ -651,6 +669,14 @@ impl Spec {
             Op::Gemm => &[&[1, 1, 1], &[17, 33, 5], &[17, 33, 8], &[67, 131, 40]],
             // K = 96 only for the 32-weight blocks.
             Op::Dequant => &[&[37, 512], &[3, 96]],
+            // 32-weight blocks: K = 64 (one activation group), Gemma 3 270M's 640 (2.5 units of
+            // 256: groups past the row's end) and 2048, at rows ragged against every row group.
+            Op::Matvec
+                if self.input == Elem::ActS8
+                    && matches!(self.weight, Some(GgmlType::Q8_0 | GgmlType::Q5_0)) =>
+            {
+                &[&[1, 37, 640], &[11, 5, 64], &[3, 21, 2048], &[2, 70, 640]]
+            }
             // 19 super-blocks: several trips per warp at KW = 4 and 8, odd and even counts
             // (PF = 1's prefetch of a real next trip, and its last phase past the end).
             // K in whole super-blocks; T past the default TMAX (two token passes, the second
@@ -798,8 +824,13 @@ impl Spec {
             return s.0[s.0.len() - 1].is_multiple_of(reference::ACT_S8_GROUP);
         }
         if let Some(ty) = self.weight {
-            // The quantized GEMMs take K in 64-weight slices.
-            let slice = if self.op == Op::QuantGemm { 64 } else { 1 };
+            // The quantized GEMMs take K in 64-weight slices, and int8 activations come in
+            // groups of 64 (Q8_0 and Q5_0 blocks are 32).
+            let slice = if self.op == Op::QuantGemm || self.input == Elem::ActS8 {
+                64
+            } else {
+                1
+            };
             return s.0[s.0.len() - 1].is_multiple_of(ty.block_size().max(slice));
         }
         let d = &s.0;
@@ -1703,6 +1734,19 @@ mod tests {
         let ragged: Shape = "7x9x12".parse().unwrap();
         assert_eq!(gemm.shapes("gemm_f16", &[ragged], &[]), vec![]);
         assert!(gemm.selftest_shapes().iter().all(|d| d[2] % 8 == 0));
+    }
+
+    #[test]
+    fn int8_matvecs_of_32_weight_blocks_take_k_in_whole_activation_groups() {
+        for kernel in ["matvec_q8_0_s8", "matvec_q5_0_s8"] {
+            let spec = spec_for(kernel).unwrap();
+            assert!(spec.accepts(&Shape(vec![1, 37, 640])));
+            // Whole 32-blocks, but half an activation group.
+            assert!(!spec.accepts(&Shape(vec![1, 37, 544])));
+            // Every interpreter shape is run, none filtered out.
+            let interp = spec.interp_shapes();
+            assert_eq!(spec.shapes(kernel, &[], interp).len(), interp.len());
+        }
     }
 
     #[test]

@@ -181,15 +181,32 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
 }
 
 /// The integer matvec for `t` tokens (1..=MATVEC_MAX_T) of a `ty` matrix with `n` rows and `k`
-/// columns, on quantize_s8's int8 activations, if the type has one (Q4_K, Q6_K). At one token,
-/// the H200's fastest builds (docs/PERF.md, session 5): Q4_K with one row group of 8 warps on
-/// long rows (4096 x 14336: 14.7 us, at the copy's bandwidth), four on short ones (14336 x 4096:
-/// 14.1 us); Q6_K with four row groups of 16 warps on long rows (18.5 us) and of 4 warps on
-/// short ones (18.8 us; the 128256-row head of an 8B model 109.9 us).
+/// columns, on quantize_s8's int8 activations, if the type has one (Q4_K, Q6_K, Q8_0, Q5_0). At
+/// one token, the H200's fastest builds (docs/PERF.md, session 5): Q4_K with one row group of 8
+/// warps on long rows (4096 x 14336: 14.7 us, at the copy's bandwidth), four on short ones
+/// (14336 x 4096: 14.1 us); Q6_K with four row groups of 16 warps on long rows (18.5 us) and of 4
+/// warps on short ones (18.8 us; the 128256-row head of an 8B model 109.9 us).
+///
+/// Q8_0 and Q5_0 (one block of 32 per activation block; matvec_q6k_s8's layout of work), not
+/// timed yet: by analogy, four row groups of 4 warps on short rows and on long ones 8 warps (a
+/// warp per 256-weight unit of Gemma 3 270M's 2048-long rows, not half of them idle at 16), four
+/// row groups where that still fills the GPU and one otherwise (640 rows: 80 blocks, not 20).
+/// The int8 activations come in groups of 64, so `k` must be a multiple of 64 (Q8_0 and Q5_0
+/// rows may end mid-group; the f32 matvecs take those).
 pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
+    if !k.is_multiple_of(64) {
+        return None;
+    }
+    let block32_long_rows = if n.div_ceil(32) >= FULL_GRID {
+        "@TMAX=1,RG=4,KW=8"
+    } else {
+        "@TMAX=1,RG=1,KW=8"
+    };
     let (kernel, long_rows, short_rows) = match ty {
         GgmlType::Q4_K => ("matvec_q4k_s8", "@TMAX=1,RG=1,KW=8", "@TMAX=1,RG=4,KW=8"),
         GgmlType::Q6_K => ("matvec_q6k_s8", "@TMAX=1,RG=4,KW=16", "@TMAX=1,RG=4,KW=4"),
+        GgmlType::Q8_0 => ("matvec_q8_0_s8", block32_long_rows, "@TMAX=1,RG=4,KW=4"),
+        GgmlType::Q5_0 => ("matvec_q5_0_s8", block32_long_rows, "@TMAX=1,RG=4,KW=4"),
         _ => return None,
     };
     let variant = match t {
@@ -333,6 +350,16 @@ mod tests {
     }
 
     #[test]
+    fn int8_matvecs_need_whole_activation_groups() {
+        // Gemma 3 270M's widths take the int8 path; a K of whole 32-blocks but not 64 does not.
+        assert!(matvec_s8(GgmlType::Q8_0, 1, 262144, 640).is_some());
+        assert!(matvec_s8(GgmlType::Q5_0, 1, 640, 2048).is_some());
+        assert_eq!(matvec_s8(GgmlType::Q5_0, 1, 37, 96), None);
+        assert_eq!(matvec_s8(GgmlType::Q8_0, 2, 37, 544), None);
+        assert_eq!(matvec_s8(GgmlType::F16, 1, 37, 640), None);
+    }
+
+    #[test]
     fn dispatched_kernels_exist() {
         let mut names = vec![gemm_f16(1).to_string(), gemm_f16(4096).to_string()];
         for fused_add in [false, true] {
@@ -352,7 +379,16 @@ mod tests {
             GgmlType::Q5_0,
         ] {
             for t in 1..=MATVEC_MAX_T {
-                for (n, k) in [(4096, 14336), (14336, 4096), (2048, 4096), (1024, 4096)] {
+                // An 8B model's shapes, then Gemma 3 270M's (K = 640: 2.5 super-blocks).
+                for (n, k) in [
+                    (4096, 14336),
+                    (14336, 4096),
+                    (2048, 4096),
+                    (1024, 4096),
+                    (2048, 640),
+                    (640, 2048),
+                    (262144, 640),
+                ] {
                     names.push(matvec(ty, t, n, k));
                     names.extend(matvec_s8(ty, t, n, k));
                 }

@@ -108,7 +108,13 @@ fn check_on_emulated_device(name: &str, tolerance: f32) {
     check_model_on_emulated_device(name, tiny_model(name), tolerance, false);
 }
 
-fn check_model_on_emulated_device(name: &str, gguf: Gguf, tolerance: f32, s8_decode: bool) {
+/// Returns the names of the kernels the GPU backend launched.
+fn check_model_on_emulated_device(
+    name: &str,
+    gguf: Gguf,
+    tolerance: f32,
+    s8_decode: bool,
+) -> Vec<String> {
     let started = Instant::now();
     let device = Arc::new(crate::emulator::device());
     let weights = weight_bytes(&gguf);
@@ -124,9 +130,12 @@ fn check_model_on_emulated_device(name: &str, gguf: Gguf, tolerance: f32, s8_dec
     let ids: Vec<u32> = (0..PROMPT as u32)
         .map(|i| (i * 97 + 13) % n_vocab)
         .collect();
+    gpu.backend().start_profile();
     let rows = compare(&mut cpu, &mut gpu, &ids, UBATCH, N_DECODE).unwrap();
+    let launched = gpu.backend().finish_profile().unwrap().by_kernel;
     println!("{name}: {:.1} s", started.elapsed().as_secs_f64());
     verdict(&rows, tolerance).unwrap();
+    launched.into_keys().collect()
 }
 
 #[test]
@@ -167,6 +176,24 @@ fn gemma3_on_the_emulated_device_matches_the_cpu() {
 fn int8_decode_products_on_the_emulated_device_stay_near_the_cpu() {
     for name in ["llama3-8b", "qwen3-8b", "gemma3-27b"] {
         check_model_on_emulated_device(name, tiny_model(name), S8_TOLERANCE, true);
+    }
+}
+
+/// Gemma 3 270M's mix: its matrices Q5_0 and its tied embedding and head Q8_0 (the tiny Gemma's
+/// Q4_K and Q6_K retyped; its rows are whole 64-groups), so the decode-size products take
+/// matvec_q5_0_s8 and matvec_q8_0_s8.
+#[test]
+fn int8_decode_products_of_32_weight_blocks_stay_near_the_cpu() {
+    let mut synth = tiny_synth("gemma3-27b");
+    synth.retype(GgmlType::Q4_K, GgmlType::Q5_0);
+    synth.retype(GgmlType::Q6_K, GgmlType::Q8_0);
+    let launched =
+        check_model_on_emulated_device("gemma3-27b Q5_0/Q8_0", written(&synth), S8_TOLERANCE, true);
+    for kernel in ["matvec_q5_0_s8", "matvec_q8_0_s8"] {
+        assert!(
+            launched.iter().any(|name| name.starts_with(kernel)),
+            "{kernel} never ran: {launched:?}"
+        );
     }
 }
 
