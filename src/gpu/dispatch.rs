@@ -187,12 +187,13 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
 /// (14336 x 4096: 14.1 us); Q6_K with four row groups of 16 warps on long rows (18.5 us) and of 4
 /// warps on short ones (18.8 us; the 128256-row head of an 8B model 109.9 us).
 ///
-/// Q8_0 and Q5_0 (one block of 32 per activation block; matvec_q6k_s8's layout of work), not
-/// timed yet: by analogy, four row groups of 4 warps on short rows and on long ones 8 warps (a
-/// warp per 256-weight unit of Gemma 3 270M's 2048-long rows, not half of them idle at 16), four
-/// row groups where that still fills the GPU and one otherwise (640 rows: 80 blocks, not 20).
-/// The int8 activations come in groups of 64, so `k` must be a multiple of 64 (Q8_0 and Q5_0
-/// rows may end mid-group; the f32 matvecs take those).
+/// Q8_0 and Q5_0 (one block of 32 per activation block; matvec_q6k_s8's layout of work), timed
+/// on Gemma 3 270M's shapes: on long rows 8 warps (a warp per 256-weight unit of its 2048-long
+/// rows; 640 x 2048 Q5_0: 4.9 us against matvec_q5_0's 6.8), four row groups where that still
+/// fills the GPU; on short rows one row group of 4 warps (2048 x 640: 5.2 us, where four groups
+/// took 7.1; its 262144-row Q8_0 head: 49.1 us against matvec_q8_0's 68.2, at the copy's
+/// bandwidth). The int8 activations come in groups of 64, so `k` must be a multiple of 64 (Q8_0
+/// and Q5_0 rows may end mid-group; the f32 matvecs take those).
 pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
     if !k.is_multiple_of(64) {
         return None;
@@ -205,8 +206,8 @@ pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
     let (kernel, long_rows, short_rows) = match ty {
         GgmlType::Q4_K => ("matvec_q4k_s8", "@TMAX=1,RG=1,KW=8", "@TMAX=1,RG=4,KW=8"),
         GgmlType::Q6_K => ("matvec_q6k_s8", "@TMAX=1,RG=4,KW=16", "@TMAX=1,RG=4,KW=4"),
-        GgmlType::Q8_0 => ("matvec_q8_0_s8", block32_long_rows, "@TMAX=1,RG=4,KW=4"),
-        GgmlType::Q5_0 => ("matvec_q5_0_s8", block32_long_rows, "@TMAX=1,RG=4,KW=4"),
+        GgmlType::Q8_0 => ("matvec_q8_0_s8", block32_long_rows, "@TMAX=1"),
+        GgmlType::Q5_0 => ("matvec_q5_0_s8", block32_long_rows, "@TMAX=1"),
         _ => return None,
     };
     let variant = match t {
