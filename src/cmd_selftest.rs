@@ -421,6 +421,7 @@ mod tests {
         };
         let quantize = module("quantize.tile");
         // (file, kernel, shape, bounds on the largest error relative to the largest |Y|).
+        let matvec = |kernel| ("matvec.tile", kernel, (1, 40, 4096), [8e-3, 1.8e-2]);
         let products = [
             (
                 "gemm_q4k_s8.tile",
@@ -428,30 +429,10 @@ mod tests {
                 (33, 40, 1024),
                 [5e-3, 1.8e-2],
             ),
-            (
-                "matvec.tile",
-                "matvec_q4k_s8",
-                (1, 40, 4096),
-                [8e-3, 1.8e-2],
-            ),
-            (
-                "matvec.tile",
-                "matvec_q6k_s8",
-                (1, 40, 4096),
-                [8e-3, 1.8e-2],
-            ),
-            (
-                "matvec.tile",
-                "matvec_q8_0_s8",
-                (1, 40, 4096),
-                [8e-3, 1.8e-2],
-            ),
-            (
-                "matvec.tile",
-                "matvec_q5_0_s8",
-                (1, 40, 4096),
-                [8e-3, 1.8e-2],
-            ),
+            matvec("matvec_q4k_s8"),
+            matvec("matvec_q6k_s8"),
+            matvec("matvec_q8_0_s8"),
+            matvec("matvec_q5_0_s8"),
         ];
         for (file, kernel, (t, n, k), bounds) in products {
             let product = module(file);

@@ -887,13 +887,6 @@ impl Gpu {
             InputCopy::Int8 => CopyBuffer::Int8(stream.alloc::<u32>(act_s8_words(len)).gpu()?),
         })
     }
-
-    /// An f16 buffer of `len` for a kernel's copy of its output, if `half`.
-    fn half_copy(&self, half: bool, len: usize) -> Result<Option<DeviceBuffer<f16>>> {
-        half.then(|| self.queue.stream.alloc::<f16>(len))
-            .transpose()
-            .gpu()
-    }
 }
 
 /// Refuses attention heads wider than the attention kernels take.
@@ -1168,7 +1161,11 @@ impl Backend for Gpu {
         // copy is the price of one kernel for both).
         let half = products_read_half(n_tokens);
         let mut y = self.alloc(x.len())?;
-        let mut y16 = self.half_copy(half, x.len())?;
+        let copy = match half {
+            true => InputCopy::Half,
+            false => InputCopy::None,
+        };
+        let mut y_copy = self.copy_buffer(copy, x.len())?;
         let mut args = vec![
             (&*x).into(),
             (&rows.sin).into(),
@@ -1176,7 +1173,7 @@ impl Backend for Gpu {
             at.into(),
         ];
         args.push((&mut y).into());
-        args.extend(y16.as_mut().map(Arg::from));
+        args.extend(y_copy.arg());
         args.extend([
             u32_arg(n_heads)?,
             u32_arg(n_tokens)?,
@@ -1191,7 +1188,7 @@ impl Backend for Gpu {
             &self.kernels.rope
         };
         self.launch(kernel, &mut args)?;
-        *x = Act::with_half(y, y16);
+        *x = Act::with_copy(y, y_copy);
         Ok(())
     }
 
@@ -1268,6 +1265,7 @@ impl Backend for Gpu {
         self.queue.launch(&self.kernels.rope_append, &mut args)?;
         self.attend_cache(layer, &q.into(), None, start, p)
     }
+
     fn glu(&self, activation: Activation, gate: &Act, x: &Act) -> Result<Act> {
         // The gated product feeds the down projection only.
         let rows = self.batch.get();
