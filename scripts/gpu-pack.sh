@@ -2,7 +2,7 @@
 # Builds the release binaries here and lays out .carry/ (ignored by git) for the GPU machine:
 #   .carry/zinc             the engine, kernels embedded (no LLVM: checked below)
 #   .carry/check_examples   the runtime's GPU check of the compiled examples
-#   .carry/examples/        examples/*.tile compiled for sm_90 (NAME.ptx + NAME.json)
+#   .carry/examples/        examples/*.tile compiled for sm_90 (wgmma_tile: sm_90a; NAME.ptx + NAME.json)
 #   .carry/llama.cpp.tar.gz llama.cpp's sources (from the llama-cpp-python sdist) for
 #                           scripts/gpu-llama-bench.sh, without what llama-bench does not build
 # Then, on the GPU machine, from the repository root: scripts/gpu-run.sh (see docs/GPU.md).
@@ -27,7 +27,8 @@ mkdir -p "$carry"
 cp "$target/zinc" "$target/examples/check_examples" "$carry/"
 # Symbols are not needed there, and the carried folder has a size limit.
 strip "$carry/zinc" "$carry/check_examples" 2>/dev/null || true
-"$target/zincc" build --arch sm_90 examples/*.tile -o "$carry/examples" >/dev/null
+"$target/zincc" build --arch sm_90 $(ls examples/*.tile | grep -v wgmma) -o "$carry/examples" >/dev/null
+"$target/zincc" build --arch sm_90a examples/wgmma_tile.tile -o "$carry/examples" >/dev/null
 
 # llama.cpp for the side-by-side bench: 8 MB instead of the sdist's 77 (vocabularies, docs,
 # tests, web UI and other GPU backends left out).

@@ -369,6 +369,16 @@ impl SharedArray {
     pub fn bytes(&self) -> u64 {
         self.len() * self.elem.size() as u64
     }
+
+    /// Byte alignment of the array's start. A swizzled array is aligned to its swizzle period
+    /// (8 rows of 128 bytes for 8-chunk rows), so that its XOR pattern is the hardware's
+    /// 128/64/32-byte swizzle on address bits, which `wgmma` operands read through.
+    pub fn align(&self) -> u64 {
+        match self.layout {
+            TileLayout::Swizzled { row_chunks } => 16 * 8 * u64::from(row_chunks),
+            _ => 16,
+        }
+    }
 }
 
 pub type Block = Vec<Stmt>;
@@ -660,6 +670,51 @@ pub enum Builtin {
     Dp4a {
         unsigned_a: bool,
     },
+    /// `[a (frag_a<f16>), b (shared view of f16)]`, by every thread of each warpgroup (128
+    /// threads): the asynchronous warpgroup MMA `wgmma.mma_async` m64nNk16 with f32
+    /// accumulators, N = 8 `n`. A is 64 x 16: warp `w` of the group gives rows 16 w.. 16 w + 15
+    /// as an mma A fragment. B is N x 16 (K-major) in shared memory in the 128-byte swizzle:
+    /// row r's 16 elements from byte `b + 128 r` on, each address XORed with ((address >> 7) % 8)
+    /// << 4 (so `b` points into a 1024-byte aligned `swizzle`d array of 64-element rows). The
+    /// accumulators are `n` consecutive `frag_acc<f32>` elements of register array `acc`, from
+    /// flat index `first`: fragment j holds columns 8 j.. 8 j + 7 of the warp's 16 rows, laid out
+    /// as mma's. Neither A nor the accumulators may be touched until a `WgmmaWait` covers the
+    /// operation. Void; sm_90a only.
+    Wgmma {
+        acc: VarId,
+        first: u32,
+        n: u16,
+    },
+    /// `[]`: `wgmma.fence`: order this thread's register writes before the next `Wgmma` reads
+    /// them. Void.
+    WgmmaFence,
+    /// `[]`: close this warpgroup's pending `Wgmma`s into a group. Void.
+    WgmmaCommit,
+    /// `[]`: wait until at most `.0` of the warpgroup's groups are in flight. Void.
+    WgmmaWait(u8),
+}
+
+/// Whether function `f` of module `m` uses an sm_90a-only instruction (`wgmma`), itself or in a
+/// device function it calls, so that it can be built only for sm_90a.
+pub fn uses_wgmma(m: &Module, f: &Function) -> bool {
+    let mut found = false;
+    let mut calls = Vec::new();
+    let mut body = f.body.clone();
+    for_each_expr_mut(&mut body, &mut |x| match &x.kind {
+        ExprKind::Builtin(
+            Builtin::Wgmma { .. }
+            | Builtin::WgmmaFence
+            | Builtin::WgmmaCommit
+            | Builtin::WgmmaWait(_),
+            _,
+        ) => found = true,
+        ExprKind::Call(id, _) => calls.push(*id),
+        _ => {}
+    });
+    found
+        || calls
+            .iter()
+            .any(|id| uses_wgmma(m, &m.functions[id.0 as usize]))
 }
 
 /// Whether evaluating `e` does more than compute a value (calls, warp operations, atomics,

@@ -384,6 +384,12 @@ fn builtin(b: Builtin) -> String {
         Builtin::Lop3(lut) => return format!("lop3<{lut:#04x}>"),
         Builtin::Dp4a { unsigned_a: false } => "dp4a",
         Builtin::Dp4a { unsigned_a: true } => "dp4a_us",
+        Builtin::Wgmma { acc, first, n } => {
+            return format!("wgmma<acc=v{}, first={first}, n={n}>", acc.0)
+        }
+        Builtin::WgmmaFence => "wgmma_fence",
+        Builtin::WgmmaCommit => "wgmma_commit",
+        Builtin::WgmmaWait(n) => return format!("wgmma_wait<{n}>"),
     };
     name.to_string()
 }

@@ -76,6 +76,12 @@ impl<'m> Machine<'m, '_> {
                     Ok(Value::U32(lop3(u(a[t]), u(b[t]), u(c[t]), lut)))
                 })
             }
+            Builtin::Wgmma { acc, first, n } => self.wgmma((acc, first, n), &vals, mask, e),
+            // wgmma runs at once here, so the fence and the group bookkeeping have nothing to do.
+            Builtin::WgmmaFence | Builtin::WgmmaCommit | Builtin::WgmmaWait(_) => {
+                self.check_converged(mask, "wgmma_fence/commit/wait", e.span)?;
+                Ok(vec![UNSET; self.threads])
+            }
             Builtin::Dp4a { unsigned_a } => {
                 let (a, b, c) = (arg(0)?, arg(1)?, arg(2)?);
                 self.map_lanes(mask, |t| {

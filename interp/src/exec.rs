@@ -195,6 +195,11 @@ impl<'m, 'a> Machine<'m, 'a> {
         self.frames.last_mut().expect("a function is running")
     }
 
+    /// The kernel of the running block (its shared arrays).
+    pub fn kernel_fn(&self) -> &'m Function {
+        self.frames.first().expect("a kernel is running").func
+    }
+
     /// The running function.
     pub fn frame_fn(&self) -> &'m Function {
         self.frames.last().expect("a function is running").func
@@ -213,7 +218,14 @@ impl<'m, 'a> Machine<'m, 'a> {
     }
 
     /// Set element `flat` (None: every element) of register array `v` of `len` elements.
-    fn set_element(&mut self, v: VarId, len: u32, flat: Option<u32>, values: &Lanes, mask: &Mask) {
+    pub(crate) fn set_element(
+        &mut self,
+        v: VarId,
+        len: u32,
+        flat: Option<u32>,
+        values: &Lanes,
+        mask: &Mask,
+    ) {
         let n = self.threads;
         let slot = &mut self.frame().vars[v.0 as usize];
         if slot.is_empty() {

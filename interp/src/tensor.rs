@@ -10,17 +10,24 @@
 //! tf32 operands (f32 registers, `e` = 1, m16n8k8) follow the same formulas; the tensor cores
 //! ignore the low 13 mantissa bits of each, so the interpreter clears them.
 
-use zinc_dsl::ir::{Expr, Frag, FragRole, Type};
+use zinc_dsl::ir::{Expr, Frag, FragRole, Type, VarId};
 
 use crate::error::ErrorKind;
 use crate::exec::{Lanes, Machine, Mask, Result, UNSET};
-use crate::value::{FragValue, Value};
+use crate::value::{FragValue, Pointer, Region, Value};
 
 /// The mantissa bits of an f32 that a tf32 operand does not have.
 const TF32_DROPPED: u32 = (1 << 13) - 1;
 
 /// Bytes in a row of an ldmatrix 8x8 matrix of 16-bit units.
 const ROW_BYTES: usize = 16;
+
+/// Threads of a warpgroup, which issues `wgmma` together.
+const WARPGROUP: usize = 128;
+
+/// Bytes per B row in wgmma's 128-byte swizzle, and the period of its XOR pattern.
+const SWIZZLE_ROW: i64 = 128;
+const SWIZZLE_SPAN: u64 = 1024;
 
 impl<'m> Machine<'m, '_> {
     /// The warps (first thread, thread range) that have an active thread.
@@ -112,6 +119,121 @@ impl<'m> Machine<'m, '_> {
             }
         }
         Ok(out)
+    }
+
+    /// `wgmma.mma_async` m64nNk16 (f16 in, f32 accumulators; `ir::Builtin::Wgmma`) by every
+    /// warpgroup with an active thread, all of whose 128 threads must be active and give one B
+    /// address. It runs at once: a kernel that reads the accumulators or rewrites A or B before
+    /// its `wgmma_wait` gets the finished result here, and undefined values on the GPU.
+    /// Products are exact and summed in f64, added to the accumulator with one rounding.
+    pub(crate) fn wgmma(
+        &mut self,
+        (acc, first, n): (VarId, u32, u16),
+        args: &[Lanes],
+        mask: &Mask,
+        e: &'m Expr,
+    ) -> Result<Lanes> {
+        let [a, b] = args else {
+            return Err(self.malformed(e.span, "wgmma without A and B"));
+        };
+        let Type::Array { dims, .. } = &self.frame_fn().vars[acc.0 as usize].ty else {
+            return Err(self.malformed(e.span, "wgmma into a non-array"));
+        };
+        let len = dims.iter().product::<u32>();
+        let cols = 8 * usize::from(n);
+        let olds = (first..first + u32::from(n))
+            .map(|j| self.element(acc, j))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| self.malformed(e.span, "wgmma into an undefined array"))?;
+        let mut news = olds.clone();
+        for start in (0..self.threads).step_by(WARPGROUP) {
+            if !(start..(start + WARPGROUP).min(self.threads)).any(|t| mask.get(t)) {
+                continue;
+            }
+            if let Some(t) = (start..start + WARPGROUP).find(|&t| t >= self.threads || !mask.get(t))
+            {
+                let what =
+                    format!(
+                    "wgmma by part of a warpgroup: thread {t} of the block ({}) does not take part",
+                    if t >= self.threads { "past the block" } else { "inactive or exited" }
+                );
+                return Err(self.error_at(e.span, ErrorKind::Unsupported { what }));
+            }
+            let base = self.pointer(b[start], e.span)?;
+            for &p in b.iter().skip(start).take(WARPGROUP) {
+                if self.pointer(p, e.span)? != base {
+                    let what = "wgmma with different B addresses in one warpgroup".to_string();
+                    return Err(self.error_at(e.span, ErrorKind::Unsupported { what }));
+                }
+            }
+            let aligned = match base.region {
+                Region::Shared(i) => self.kernel_fn().shared[i].align() >= SWIZZLE_SPAN,
+                Region::Global(_) => false,
+            };
+            if !aligned || base.offset % 16 != 0 {
+                return Err(self.error_at(
+                    e.span,
+                    ErrorKind::Misaligned {
+                        op: "wgmma (B in the 128-byte swizzle: a `swizzle`d shared array of 64 f16 per row)",
+                        thread: self.thread_id(start),
+                        offset: base.offset,
+                        align: SWIZZLE_SPAN as u32,
+                    },
+                ));
+            }
+            // mb[r][k]: B row r (an output column), k 0..16, through the swizzle.
+            let mut mb = vec![[0f64; 16]; cols];
+            for (r, row) in mb.iter_mut().enumerate() {
+                for (k, x) in row.iter_mut().enumerate() {
+                    let at = base.offset + r as i64 * SWIZZLE_ROW + 2 * k as i64;
+                    let ptr = Pointer {
+                        region: base.region,
+                        offset: at ^ (((at >> 7) & 7) << 4),
+                    };
+                    let who = self.touch(start, e.span);
+                    let bytes = self
+                        .mem
+                        .read(ptr, 2, who)
+                        .map_err(|f| self.fault(f, start, e.span))?;
+                    *x = f64::from(half::f16::from_le_bytes([bytes[0], bytes[1]]));
+                }
+            }
+            // ma[m][k]: warp w of the group gives rows 16 w.. as an mma A fragment.
+            let mut ma = vec![[0f64; 16]; 64];
+            for (t, &fa) in a.iter().enumerate().skip(start).take(WARPGROUP) {
+                let Value::Frag(fa) = fa else {
+                    return Err(self.malformed(e.span, "wgmma of a non-fragment A"));
+                };
+                let (w, g, q) = ((t - start) / 32, t % 32 / 4, t % 4);
+                for r in 0..4 {
+                    for j in 0..2 {
+                        ma[16 * w + g + 8 * (r % 2)][2 * q + 8 * (r / 2) + j] = fa.element(r, j);
+                    }
+                }
+            }
+            for t in start..start + WARPGROUP {
+                let (w, g, q) = ((t - start) / 32, t % 32 / 4, t % 4);
+                for (j, new) in news.iter_mut().enumerate() {
+                    let Value::Frag(old) = olds[j][t] else {
+                        return Err(self.malformed(e.span, "wgmma into a non-fragment"));
+                    };
+                    let mut regs = [0u32; 4];
+                    for (i, reg) in regs.iter_mut().enumerate() {
+                        let (row, col) = (16 * w + g + 8 * (i / 2), 8 * j + 2 * q + i % 2);
+                        let dot: f64 = (0..16).map(|k| ma[row][k] * mb[col][k]).sum();
+                        *reg = ((old.element(i, 0) + dot) as f32).to_bits();
+                    }
+                    new[t] = Value::Frag(FragValue {
+                        frag: old.frag,
+                        regs,
+                    });
+                }
+            }
+        }
+        for (j, new) in news.iter().enumerate() {
+            self.set_element(acc, len, Some(first + j as u32), new, mask);
+        }
+        Ok(vec![UNSET; self.threads])
     }
 
     /// `mma.sync.aligned` (m16n8k16 f16/bf16 -> f32, m16n8k32 i8 -> i32, m16n8k8 tf32 -> f32)

@@ -222,6 +222,30 @@ fn mma_tf32_matches_a_reference() {
 }
 
 #[test]
+fn wgmma_tile_matches_a_reference() {
+    for n in [8usize, 64, 256] {
+        let c = compile("wgmma_tile.tile", &[("N", &n.to_string())]);
+        let a: Vec<f16> = random(64 * 64, 31).into_iter().map(f16::from_f32).collect();
+        let b: Vec<f16> = random(n * 64, 32).into_iter().map(f16::from_f32).collect();
+        let mut args = [
+            Arg::Buffer(Buffer::from_f16(&a)),
+            Arg::Buffer(Buffer::from_f16(&b)),
+            Arg::Buffer(Buffer::from_f32(&vec![f32::NAN; 64 * n])),
+        ];
+        launch(&c, "wgmma_tile", &mut args).unwrap();
+        let want: Vec<f64> = (0..64 * n)
+            .map(|i| {
+                let (r, col) = (i / n, i % n);
+                (0..64)
+                    .map(|k| a[r * 64 + k].to_f64() * b[col * 64 + k].to_f64())
+                    .sum()
+            })
+            .collect();
+        assert_close(&args[2].buffer().unwrap().to_f32(), &want, 1e-6);
+    }
+}
+
+#[test]
 fn mma_tile_matches_a_reference() {
     let c = compile("mma_tile.tile", &[]);
     let a: Vec<f16> = random(16 * 16, 11).into_iter().map(f16::from_f32).collect();

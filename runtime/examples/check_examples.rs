@@ -1,7 +1,7 @@
 //! Runs the compiler's example kernels on the GPU against f64 CPU references and times them.
 //!
 //! Usage: `check_examples DIR`, where DIR holds `NAME.ptx` and `NAME.json` for vector_add,
-//! rmsnorm_f16, softmax_rows, matmul_simt and mma_tf32. Exit status: 0 all pass, 1 a check failed,
+//! rmsnorm_f16, softmax_rows, matmul_simt, mma_tf32 and (on sm_90) wgmma_tile. Exit status: 0 all pass, 1 a check failed,
 //! 2 no GPU or bad usage.
 
 use std::path::PathBuf;
@@ -157,6 +157,12 @@ impl Checker<'_> {
         self.with_kernel("mma_tf32", |c, k| {
             c.record("mma_tf32", "16x8x8".into(), |c| c.mma_tf32(k));
         });
+        // wgmma is sm_90a's (H100, H200): gpu-pack builds the example for it alone.
+        if self.device.props().arch() == "sm_90" {
+            self.with_kernel("wgmma_tile", |c, k| {
+                c.record("wgmma_tile", "64x64x64".into(), |c| c.wgmma_tile(k));
+            });
+        }
         self.with_kernel("matmul_simt", |c, k| {
             for (m, n, kk) in [(513, 257, 300), (1024, 1024, 1024), (1, 1, 1), (17, 33, 5)] {
                 c.record("matmul_simt", format!("m={m} n={n} k={kk}"), |c| {
@@ -347,6 +353,52 @@ impl Checker<'_> {
             tol: TOL_F32,
             median_ms,
             throughput: "one warp".into(),
+        })
+    }
+
+    /// Four wgmma m64n64k16 by one warpgroup: A in registers, B in shared memory through the
+    /// 128-byte swizzle.
+    fn wgmma_tile(&mut self, k: &Kernel) -> BoxResult<Measured> {
+        let (n, kk) = (64, 64);
+        let a_host: Vec<f16> = self
+            .rng
+            .nonzero_vec(64 * kk, 1.0)
+            .into_iter()
+            .map(f16::from_f32)
+            .collect();
+        let b_host: Vec<f16> = self
+            .rng
+            .nonzero_vec(n * kk, 1.0)
+            .into_iter()
+            .map(f16::from_f32)
+            .collect();
+        let want: Vec<f64> = (0..64 * n)
+            .map(|i| {
+                let (r, c) = (i / n, i % n);
+                (0..kk)
+                    .map(|j| a_host[r * kk + j].to_f64() * b_host[c * kk + j].to_f64())
+                    .sum()
+            })
+            .collect();
+        let a = self.stream.upload(&a_host)?;
+        let b = self.stream.upload(&b_host)?;
+        let mut d = self.poisoned(64 * n, f32::NAN)?;
+        let launch = |d: &mut DeviceBuffer<f32>| {
+            k.launch(
+                &self.stream,
+                Grid::Auto,
+                &mut [Arg::from(&a), Arg::from(&b), Arg::from(d)],
+            )
+            .map(drop)
+        };
+        launch(&mut d)?;
+        let errors = Errors::new(&widen(&self.stream.download(&d)?), &want);
+        let median_ms = time_median_ms(&self.stream, WARMUP, TIMED_RUNS, || launch(&mut d))?;
+        Ok(Measured {
+            errors,
+            tol: TOL_F32,
+            median_ms,
+            throughput: "one warpgroup".into(),
         })
     }
 

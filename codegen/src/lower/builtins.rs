@@ -175,6 +175,26 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 arity(3)?;
                 self.lop3(&vals, lut, span)?
             }
+            Builtin::Wgmma { acc, first, n } => {
+                arity(2)?;
+                self.wgmma((acc, first, n), vals[0], vals[1], span)?;
+                return Ok(None);
+            }
+            Builtin::WgmmaFence | Builtin::WgmmaCommit | Builtin::WgmmaWait(_) => {
+                let (name, args) = match builtin {
+                    Builtin::WgmmaFence => ("llvm.nvvm.wgmma.fence.sync.aligned", vec![]),
+                    Builtin::WgmmaCommit => ("llvm.nvvm.wgmma.commit_group.sync.aligned", vec![]),
+                    _ => {
+                        let Builtin::WgmmaWait(groups) = builtin else {
+                            unreachable!("matched above")
+                        };
+                        let n = self.ctx.i64_type().const_int(u64::from(groups), false);
+                        ("llvm.nvvm.wgmma.wait_group.sync.aligned", vec![n.into()])
+                    }
+                };
+                self.call_intrinsic(name, &[], &args, span)?;
+                return Ok(None);
+            }
             Builtin::Dp4a { unsigned_a } => {
                 arity(3)?;
                 let name = match unsigned_a {

@@ -68,6 +68,20 @@ pub(crate) fn lower_module<'ctx>(
     let mut diags = vec![];
     let mut kernels = vec![];
     for (f, &llfn) in ir.functions.iter().zip(&fns) {
+        // LLVM would emit the PTX anyway; ptxas or the driver would then reject it.
+        if matches!(f.kind, FunctionKind::Kernel(_))
+            && opts.arch.name != "sm_90a"
+            && ir::uses_wgmma(ir, f)
+        {
+            diags.push(Diagnostic::error(
+                format!(
+                    "kernel `{}` uses `wgmma`, which only sm_90a (H100, H200) has; this build is for {}",
+                    f.name, opts.arch.name
+                ),
+                f.span,
+            ));
+            continue;
+        }
         let layout = match &f.kind {
             FunctionKind::Kernel(_) => match shared::layout(f, opts.arch) {
                 Ok(layout) => layout,

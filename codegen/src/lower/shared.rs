@@ -1,6 +1,6 @@
 //! Shared-memory placement. A kernel's arrays are static `addrspace(3)` globals while they fit the
 //! arch's static limit; past it they all move into the dynamic shared memory the launch requests
-//! (one `extern` array, at 16-byte aligned offsets), and past the per-block limit it is an error.
+//! (one `extern` array, at offsets aligned as each array needs), and past the per-block limit it is an error.
 
 use inkwell::builder::{Builder, BuilderError};
 use inkwell::context::Context;
@@ -33,7 +33,7 @@ pub(crate) fn layout(f: &Function, arch: &Arch) -> Result<Layout, Diagnostic> {
     let mut offsets = Vec::with_capacity(f.shared.len());
     let mut total = 0u64;
     for array in &f.shared {
-        let offset = total.next_multiple_of(ARRAY_ALIGN);
+        let offset = total.next_multiple_of(array.align().max(ARRAY_ALIGN));
         offsets.push(offset);
         total = offset + array.bytes();
     }
@@ -95,7 +95,7 @@ pub(crate) fn place<'ctx>(
                 let g = module.add_global(ty, Some(space), &format!("{}_{}", f.name, a.name));
                 g.set_linkage(Linkage::Internal);
                 g.set_initializer(&ty.get_undef());
-                g.set_alignment(align(&a.elem).max(ARRAY_ALIGN as u32));
+                g.set_alignment(align(&a.elem).max(a.align() as u32));
                 g.as_pointer_value()
             })
             .collect()),
@@ -103,9 +103,17 @@ pub(crate) fn place<'ctx>(
             let base = module.get_global(DYNAMIC_SYMBOL).unwrap_or_else(|| {
                 let g = module.add_global(ctx.i8_type().array_type(0), Some(space), DYNAMIC_SYMBOL);
                 g.set_linkage(Linkage::External);
-                g.set_alignment(ARRAY_ALIGN as u32);
                 g
             });
+            // The region is aligned as the most demanding array of any kernel in the module.
+            let need = f
+                .shared
+                .iter()
+                .map(|a| a.align())
+                .fold(ARRAY_ALIGN, u64::max) as u32;
+            if base.get_alignment() < need {
+                base.set_alignment(need);
+            }
             offsets
                 .iter()
                 .zip(&f.shared)

@@ -117,12 +117,20 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 span,
             ));
         };
+        self.flat_slot(var, flat_index(dims, index), span)
+    }
+
+    /// The slot of register array `var`'s element at row-major position `flat`.
+    pub(super) fn flat_slot(
+        &self,
+        var: VarId,
+        flat: u32,
+        span: Span,
+    ) -> Result<PointerValue<'ctx>> {
+        let v = &self.f.vars[var.0 as usize];
         let ty = self.value_type(&v.ty, span)?;
         let i32 = self.ctx.i32_type();
-        let at = [
-            i32.const_zero(),
-            i32.const_int(u64::from(flat_index(dims, index)), false),
-        ];
+        let at = [i32.const_zero(), i32.const_int(u64::from(flat), false)];
         // SAFETY: the checker bounds every index by its dimension, so the element exists.
         unsafe {
             self.b

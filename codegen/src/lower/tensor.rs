@@ -9,7 +9,7 @@ use inkwell::attributes::AttributeLoc;
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValue, BasicValueEnum};
 use zinc_dsl::diag::Span;
-use zinc_dsl::ir::{Frag, FragRole, Scalar, Type};
+use zinc_dsl::ir::{Frag, FragRole, Scalar, Type, VarId};
 
 use super::ll::{self, Op};
 use super::{convergent, internal, At, FnLowerer, Result};
@@ -117,6 +117,121 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             .map(|i| self.b.build_extract_value(result, i, "").at(span))
             .collect::<Result<Vec<_>>>()?;
         self.frag_value(acc_frag, &regs, span)
+    }
+
+    /// `wgmma(acc[i], a, b)`: one `wgmma.mma_async` m64nNk16 (f16 in, f32 accumulators) by the
+    /// warpgroup, as inline PTX (LLVM has intrinsics only for its fence, commit and wait). The
+    /// `n` fragments from flat element `first` of `acc` are its accumulators (4 registers each,
+    /// in and out), `a`'s four registers its A, and B is described by a shared-memory matrix
+    /// descriptor built from `b`: 128-byte swizzle, K-major, 8-row groups 1024 bytes apart.
+    pub(super) fn wgmma(
+        &self,
+        (acc, first, n): (VarId, u32, u16),
+        a: BasicValueEnum<'ctx>,
+        b: BasicValueEnum<'ctx>,
+        span: Span,
+    ) -> Result<()> {
+        let acc_frag = Frag {
+            role: FragRole::Acc,
+            elem: Scalar::F32,
+        };
+        let a_frag = Frag {
+            role: FragRole::A,
+            elem: Scalar::F16,
+        };
+        let acc_ty = self.value_type(&Type::Frag(acc_frag), span)?;
+        let slots = (0..u32::from(n))
+            .map(|j| self.flat_slot(acc, first + j, span))
+            .collect::<Result<Vec<_>>>()?;
+        let mut d = Vec::with_capacity(4 * slots.len());
+        for &slot in &slots {
+            let v = self.b.build_load(acc_ty, slot, "").at(span)?;
+            d.extend(self.frag_regs(v, acc_frag, span)?);
+        }
+        let regs = d.len();
+        let i64_ty = self.ctx.i64_type();
+        let addr = self
+            .b
+            .build_ptr_to_int(b.into_pointer_value(), i64_ty, "")
+            .at(span)?;
+        // Descriptor: start address / 16 in bits 0-13, leading offset 1 (unused when swizzled),
+        // stride 1024 / 16 at bit 32, swizzle mode 1 (128 bytes) at bit 62.
+        let addr = ll::binop(
+            &self.b,
+            Op::LLVMAnd,
+            addr.into(),
+            i64_ty.const_int(0x3FFFF, false).into(),
+        );
+        let start = ll::binop(
+            &self.b,
+            Op::LLVMLShr,
+            addr,
+            i64_ty.const_int(4, false).into(),
+        );
+        let fixed = (1u64 << 16) | ((1024 >> 4) << 32) | (1 << 62);
+        let desc = ll::binop(
+            &self.b,
+            Op::LLVMOr,
+            start,
+            i64_ty.const_int(fixed, false).into(),
+        );
+        let mut args: Vec<BasicValueEnum> = self
+            .frag_regs(a, a_frag, span)?
+            .into_iter()
+            .map(|r| self.bitcast(r, self.i32_ty()))
+            .collect();
+        args.push(desc);
+        args.extend(d.iter().copied());
+        let list = |from: usize, count: usize| {
+            (from..from + count)
+                .map(|i| format!("${i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let template = format!(
+            "wgmma.mma_async.sync.aligned.m64n{}k16.f32.f16.f16 {{{}}}, {{{}}}, ${}, 1, 1, 1, 0;",
+            8 * n,
+            list(0, regs),
+            list(regs, 4),
+            regs + 4
+        );
+        let mut constraints = vec!["=f".to_string(); regs];
+        constraints.extend(["r", "r", "r", "r", "l"].map(String::from));
+        constraints.extend((0..regs).map(|i| i.to_string()));
+        constraints.push("~{memory}".to_string());
+        let f32_ty = self.ctx.f32_type();
+        let ret = self.ctx.struct_type(&vec![f32_ty.into(); regs], false);
+        let params: Vec<_> = args.iter().map(|a| a.get_type().into()).collect();
+        let fn_ty = ret.fn_type(&params, false);
+        let asm = self.ctx.create_inline_asm(
+            fn_ty,
+            template,
+            constraints.join(","),
+            true,
+            false,
+            None,
+            false,
+        );
+        let meta: Vec<_> = args.iter().map(|&a| a.into()).collect();
+        let site = self.b.build_indirect_call(fn_ty, asm, &meta, "").at(span)?;
+        site.add_attribute(AttributeLoc::Function, convergent(self.ctx));
+        let out = site
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| internal("wgmma without a result", span))?
+            .into_struct_value();
+        for (j, &slot) in slots.iter().enumerate() {
+            let regs = (0..4)
+                .map(|e| {
+                    self.b
+                        .build_extract_value(out, (4 * j + e) as u32, "")
+                        .at(span)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let v = self.frag_value(acc_frag, &regs, span)?;
+            self.b.build_store(slot, v).at(span)?;
+        }
+        Ok(())
     }
 
     /// `ldmatrix_xN(row, trans)`: N registers per lane, typed as `ty` (a register or fragment).

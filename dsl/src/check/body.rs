@@ -694,7 +694,7 @@ impl<'c, 'a> FnCx<'c, 'a> {
         Ok(result)
     }
 
-    fn check_mutable(&mut self, var: VarId, span: Span) -> Res<()> {
+    pub(super) fn check_mutable(&mut self, var: VarId, span: Span) -> Res<()> {
         let v = &self.vars[var.0 as usize];
         let (name, decl) = (v.name.clone(), v.span);
         let (message, note) = match self.origins[var.0 as usize] {

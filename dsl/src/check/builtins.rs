@@ -38,6 +38,10 @@ pub enum Name {
     },
     /// `frag(r0, r1, ...)`: the fragment type the context wants, from its registers.
     Frag,
+    Wgmma,
+    WgmmaFence,
+    WgmmaCommit,
+    WgmmaWait,
 }
 
 const TABLE: &[(&str, Name)] = &[
@@ -88,6 +92,10 @@ const TABLE: &[(&str, Name)] = &[
     ("dp4a", Name::Dp4a { unsigned_a: false }),
     ("dp4a_us", Name::Dp4a { unsigned_a: true }),
     ("frag", Name::Frag),
+    ("wgmma", Name::Wgmma),
+    ("wgmma_fence", Name::WgmmaFence),
+    ("wgmma_commit", Name::WgmmaCommit),
+    ("wgmma_wait", Name::WgmmaWait),
 ];
 
 pub fn lookup(name: &str) -> Option<Name> {
@@ -467,6 +475,25 @@ impl FnCx<'_, '_> {
                 ))
             }
             Name::Frag => self.frag_build(args, want, span),
+            Name::Wgmma => self.wgmma(args, span),
+            Name::WgmmaFence | Name::WgmmaCommit => {
+                self.arity(name, args, 0, span)?;
+                let op = match b {
+                    Name::WgmmaFence => Builtin::WgmmaFence,
+                    _ => Builtin::WgmmaCommit,
+                };
+                Ok(mk(ir::ExprKind::Builtin(op, vec![]), Type::Void, span))
+            }
+            Name::WgmmaWait => {
+                self.arity(name, args, 1, span)?;
+                let what = "the number of groups `wgmma_wait` leaves in flight";
+                let n = self.const_int(&args[0], Scalar::U32, what, 0..=7)?;
+                Ok(mk(
+                    ir::ExprKind::Builtin(Builtin::WgmmaWait(n as u8), vec![]),
+                    Type::Void,
+                    span,
+                ))
+            }
         }
     }
 
@@ -546,6 +573,55 @@ impl FnCx<'_, '_> {
             acc_ty,
             span,
         ))
+    }
+
+    /// `wgmma(acc[i], a, b)`: m64nNk16 into the N / 8 accumulator fragments of row `acc[i]`.
+    fn wgmma(&mut self, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
+        self.arity("wgmma", args, 3, span)?;
+        if self.indexed_array(&args[0]).is_none() {
+            let d = Diagnostic::error(
+                "the first argument of `wgmma` must be a row of a register array of `frag_acc<f32>`, like `acc[i]`",
+                args[0].span,
+            );
+            return Err(self.error(d));
+        };
+        let (var, first, n, elem) = self.array_row(&args[0])?;
+        self.check_mutable(var, args[0].span)?;
+        let acc = Type::Frag(Frag {
+            role: FragRole::Acc,
+            elem: Scalar::F32,
+        });
+        if elem != acc || !(1..=32).contains(&n) {
+            let d = Diagnostic::error(
+                format!(
+                    "`wgmma` accumulates into 1 to 32 `{acc}` fragments (N = 8 to 256), found a row of {n} `{elem}`"
+                ),
+                args[0].span,
+            );
+            return Err(self.error(d));
+        }
+        let a = self.value(&args[1], None)?;
+        let a_ty = Type::Frag(Frag {
+            role: FragRole::A,
+            elem: Scalar::F16,
+        });
+        if a.ty != a_ty {
+            return Err(self.bad_arg("wgmma", "a `frag_a<f16>` A operand", &a));
+        }
+        let b = self.address(&args[2])?;
+        let shared_f16 = matches!(
+            &b.ty,
+            Type::View { space: Space::Shared, elem, .. } if elem.scalar() == Some(Scalar::F16)
+        );
+        if !shared_f16 {
+            return Err(self.bad_arg("wgmma", "a shared view of `f16` as B", &b));
+        }
+        let op = Builtin::Wgmma {
+            acc: var,
+            first,
+            n: n as u16,
+        };
+        Ok(mk(ir::ExprKind::Builtin(op, vec![a, b]), Type::Void, span))
     }
 
     /// A shared-memory address operand: a view, or an element of a shared array `s[i][j]`

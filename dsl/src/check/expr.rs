@@ -559,6 +559,47 @@ impl FnCx<'_, '_> {
         Ok((var, index, *elem, rest))
     }
 
+    /// A row of a register array, `acc[i]` of `acc: [M][N] T` or `acc` of `acc: [N] T` (every
+    /// index but the last, constant): the array, the flat index of the row's first element, the
+    /// row's length and the element type.
+    pub fn array_row(&mut self, e: &ast::Expr) -> Res<(ir::VarId, u32, u32, Type)> {
+        let var = self.indexed_array(e).ok_or(Reported)?;
+        let (_, indices) = peel_indices(e);
+        let v = &self.vars[var.0 as usize];
+        let (name, ty) = (v.name.clone(), v.ty.clone());
+        let Type::Array { elem, dims } = ty else {
+            unreachable!("indexed_array() finds arrays")
+        };
+        if indices.len() + 1 != dims.len() {
+            let d = Diagnostic::error(
+                format!(
+                    "`{name}` has {} dimensions: name a row of it, with {} constant indices",
+                    dims.len(),
+                    dims.len() - 1
+                ),
+                e.span,
+            );
+            return Err(self.error(d));
+        }
+        let row = *dims.last().expect("arrays have a dimension");
+        let mut first = 0u64;
+        for (i, &dim) in indices.iter().zip(&dims) {
+            let x = self.index(i)?;
+            let k = match consteval::eval(&x) {
+                Ok(ConstValue::Int(k)) if (0..i128::from(dim)).contains(&k) => k as u64,
+                _ => {
+                    let d = Diagnostic::error(
+                        format!("index register array `{name}` with a constant below {dim}"),
+                        i.span,
+                    );
+                    return Err(self.error(d));
+                }
+            };
+            first = first * u64::from(dim) + k;
+        }
+        Ok((var, (first * u64::from(row)) as u32, row, *elem))
+    }
+
     /// Reading `acc[i][j]` of a register array, and a fragment register after it (`a[i][0]`).
     fn array_element(&mut self, e: &ast::Expr) -> Res<ir::Expr> {
         let (var, index, elem, rest) = self.array_index(e)?;
