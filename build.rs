@@ -23,7 +23,7 @@ use zinc_dsl::ir::{FunctionKind, Module as IrModule};
 #[path = "src/variants.rs"]
 mod variants;
 
-const DEFAULT_ARCHS: &str = "sm_89,sm_90,sm_120";
+const DEFAULT_ARCHS: &str = "sm_89,sm_90a,sm_120";
 const VARIANTS_FILE: &str = "variants.txt";
 
 fn main() {
@@ -102,11 +102,30 @@ fn run() -> Result<(), String> {
             )
         })?;
         select_kernels(job, &mut compilation.module, &mut selection)?;
+        // Kernels on sm_90a's instructions (wgmma) are built for sm_90a alone.
+        let sm90a_only: Vec<String> = (compilation.module.functions.iter())
+            .filter(|f| matches!(f.kind, FunctionKind::Kernel(_)))
+            .filter(|f| zinc_dsl::ir::uses_wgmma(&compilation.module, f))
+            .map(|f| f.name.clone())
+            .collect();
+        let mut portable = compilation.module.clone();
+        portable.retain_kernels(|name| !sm90a_only.iter().any(|k| k == name));
         for (opts, (arch, modules)) in options.iter().zip(&mut table) {
             if !job.for_arch(arch) {
                 continue;
             }
-            let output = zinc_codegen::compile(&compilation.module, opts, Emit::Ptx)
+            let module = match *arch == "sm_90a" {
+                true => &compilation.module,
+                false => &portable,
+            };
+            if !module
+                .functions
+                .iter()
+                .any(|f| matches!(f.kind, FunctionKind::Kernel(_)))
+            {
+                continue;
+            }
+            let output = zinc_codegen::compile(module, opts, Emit::Ptx)
                 .map_err(|e| codegen_failure(job, arch, e, &compilation.sources))?;
             let key = job.key(&job.family);
             let dir = out_dir.join("kernels").join(arch);

@@ -6,7 +6,7 @@
 #   .carry/llama.cpp.tar.gz llama.cpp's sources (from the llama-cpp-python sdist) for
 #                           scripts/gpu-llama-bench.sh, without what llama-bench does not build
 # Then, on the GPU machine, from the repository root: scripts/gpu-run.sh (see docs/GPU.md).
-# Honours CARGO_TARGET_DIR; ZINC_ARCHS picks the archs embedded in zinc (default sm_89,sm_90,sm_120).
+# Honours CARGO_TARGET_DIR; ZINC_ARCHS picks the archs embedded in zinc (default sm_89,sm_90a,sm_120).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -31,9 +31,11 @@ $deps_only && exit 0
 echo "setup: building release binaries"
 cargo build --release --workspace --bins
 
-echo "setup: compiling the examples for sm_89, sm_90 and sm_120"
-target/release/zincc build --arch sm_89,sm_90,sm_120 examples/*.tile -o out/examples
-for arch in sm_89 sm_90 sm_120; do
+echo "setup: compiling the examples for sm_89, sm_90 and sm_120 (wgmma_tile: sm_90a)"
+target/release/zincc build --arch sm_89,sm_90,sm_120 $(ls examples/*.tile | grep -v wgmma) \
+    -o out/examples
+target/release/zincc build --arch sm_90a examples/wgmma_tile.tile -o out/examples/sm_90a
+for arch in sm_89 sm_90 sm_120 sm_90a; do
     for ptx in out/examples/$arch/*.ptx; do
         .tools/cuda/bin/ptxas -arch="$arch" -o /dev/null "$ptx"
     done

@@ -214,7 +214,7 @@ mod tests {
     #[test]
     fn embeds_the_configured_archs() {
         let archs: Vec<&str> = EMBEDDED.iter().map(|a| a.arch).collect();
-        let configured = option_env!("ZINC_ARCHS").unwrap_or("sm_89,sm_90,sm_120");
+        let configured = option_env!("ZINC_ARCHS").unwrap_or("sm_89,sm_90a,sm_120");
         let expected: Vec<&str> = configured.split(',').map(str::trim).collect();
         assert_eq!(archs, expected);
     }
@@ -230,10 +230,35 @@ mod tests {
                 .iter()
                 .find(|v| v.archs.is_some() && defines == Some(v.defines.as_str()))
         };
+        // Kernels on sm_90a's wgmma exist for sm_90a alone.
+        let wgmma_families: BTreeSet<&str> = EMBEDDED
+            .iter()
+            .flat_map(|a| a.modules.iter())
+            .filter(|m| m.ptx.contains("wgmma.mma_async"))
+            .map(|m| m.family)
+            .collect();
+        let family_of = |name: &str| {
+            EMBEDDED
+                .iter()
+                .flat_map(|a| a.modules.iter())
+                .find(|m| m.kernels.iter().any(|k| k.name == name))
+                .map(|m| m.family)
+        };
+        for arch in EMBEDDED {
+            for n in names(arch) {
+                let wgmma = family_of(n).is_some_and(|f| wgmma_families.contains(f));
+                assert!(
+                    !wgmma || arch.arch == "sm_90a",
+                    "{n} built for {}",
+                    arch.arch
+                );
+            }
+        }
         let common = |arch: &EmbeddedArch| -> BTreeSet<&'static str> {
             names(arch)
                 .into_iter()
                 .filter(|n| limited(n).is_none())
+                .filter(|n| !family_of(n).is_some_and(|f| wgmma_families.contains(f)))
                 .collect()
         };
         let first = common(&EMBEDDED[0]);

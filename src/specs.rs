@@ -178,6 +178,8 @@ pub const SPECS: &[Spec] = &[
     quant("matvec_q8_0", Op::Matvec, GgmlType::Q8_0, Elem::F32),
     quant("matvec_q5_0", Op::Matvec, GgmlType::Q5_0, Elem::F32),
     quant_gemm("gemm_q4k", GgmlType::Q4_K),
+    // sm_90a only: Q4_K decoded into wgmma's register A operand (kernels/gemm_wg.tile).
+    quant_gemm("gemm_q4k_wg", GgmlType::Q4_K),
     quant_gemm("gemm_q5k", GgmlType::Q5_K),
     // The int8 path: activations from quantize_s8, i8 mma on the raw nibbles.
     Spec {
@@ -1631,9 +1633,10 @@ mod tests {
 
     #[test]
     fn every_spec_names_a_kernel() {
-        let names: Vec<&str> = embedded()[0]
-            .modules
+        // Of any arch: sm_90a's wgmma kernels exist for it alone.
+        let names: Vec<&str> = embedded()
             .iter()
+            .flat_map(|a| a.modules.iter())
             .flat_map(|m| m.kernels.iter().map(|k| k.name))
             .collect();
         for spec in SPECS {

@@ -32,10 +32,13 @@ pub struct Variant {
 
 impl Variant {
     /// Whether this variant is built for `arch`.
+    /// Whether the variant is built for `arch`; an arch-specific build (sm_90a) counts as its
+    /// base arch (sm_90), whose instructions it has.
     pub fn for_arch(&self, arch: &str) -> bool {
+        let base = arch.strip_suffix('a').unwrap_or(arch);
         self.archs
             .as_ref()
-            .is_none_or(|archs| archs.iter().any(|a| a == arch))
+            .is_none_or(|archs| archs.iter().any(|a| a == arch || a == base))
     }
 
     /// The defines as (name, value) pairs, for the compiler's `-D`.
@@ -236,6 +239,7 @@ mod tests {
         assert_eq!(v[1].archs, Some(vec!["sm_90".to_string()]));
         assert_eq!(v[1].defines, "BM=256,WM=64");
         assert!(v[1].for_arch("sm_90") && !v[1].for_arch("sm_89"));
+        assert!(v[1].for_arch("sm_90a") && !v[1].for_arch("sm_120a"));
         assert!(v[2].for_arch("sm_120") && !v[2].for_arch("sm_89"));
         assert_eq!(
             v[1].define_pairs(),

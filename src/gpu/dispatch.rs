@@ -226,10 +226,14 @@ pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
 /// at the anchor shapes (docs/PERF.md): 256-row tiles for long prompts, and for Q4_K 64-column
 /// tiles (twice the blocks) for shorter ones, and 64 x 64 tiles where even those make fewer
 /// blocks than SMs; Q5_K (Q4_K's kernel with fifth bits) takes Q4_K's choices until a tune run
-/// says otherwise.
-pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
+/// says otherwise. With `wgmma` (the device has sm_90a's warpgroup MMA), Q4_K takes
+/// gemm_q4k_wg.
+pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Option<String> {
     if !k.is_multiple_of(64) {
         return None;
+    }
+    if wgmma && ty == GgmlType::Q4_K && k.is_multiple_of(256) {
+        return Some(wgmma_q4k(t, n));
     }
     let kernel = match ty {
         GgmlType::Q4_K => "gemm_q4k",
@@ -259,6 +263,19 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> 
         _ => "",
     };
     Some(format!("{kernel}{variant}"))
+}
+
+/// gemm_q4k_wg's tiles for `t` tokens and `n` weight rows: one warpgroup of 64 weight rows on 256
+/// tokens, the H200's fastest at every issue-5 anchor (T=512 N=4096 K=14336: 129.3 us, against
+/// 158.8 for two warpgroups on 128 tokens and 156.4 for one; docs/PERF.md, session 6), halved
+/// for batches that fill less than half a tile and while the grid has fewer blocks than SMs
+/// (T=512 N=1024 K=4096: 30.9 us on 128 tokens, 35.7 on 256).
+fn wgmma_q4k(t: usize, n: usize) -> String {
+    let mut bt = 256;
+    while bt > 64 && (t <= bt / 2 || t.div_ceil(bt) * n.div_ceil(64) < FULL_GRID) {
+        bt /= 2;
+    }
+    format!("gemm_q4k_wg@WG=1,BT={bt}")
 }
 
 /// The copy of a product input that the kernel producing it writes besides its f32 output, for
@@ -403,11 +420,18 @@ mod tests {
                 (2048, 4096, 4096),
                 (512, 1024, 4096),
             ] {
-                names.extend(quant_gemm(ty, t, n, k));
+                names.extend(quant_gemm(ty, t, n, k, false));
+            }
+        }
+        let mut wgmma_names = vec![];
+        for t in [9, 100, 200, 512, 2048] {
+            for n in [1024, 4096, 14336] {
+                wgmma_names.extend(quant_gemm(GgmlType::Q4_K, t, n, 4096, true));
             }
         }
         for arch in embedded() {
-            for name in &names {
+            let sm90a = arch.arch == "sm_90a";
+            for name in names.iter().chain(wgmma_names.iter().filter(|_| sm90a)) {
                 assert!(
                     arch.modules
                         .iter()
@@ -417,6 +441,25 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn wgmma_tiles_follow_the_batch_and_the_grid() {
+        let bt = |t, n| variant_param(&quant_gemm(GgmlType::Q4_K, t, n, 4096, true).unwrap(), "BT");
+        assert_eq!(bt(512, 4096), Some(256));
+        assert_eq!(bt(2048, 14336), Some(256));
+        // 2 x 16 blocks of 256 tokens: 128-token tiles make 64, 64-token ones 128.
+        assert_eq!(bt(512, 1024), Some(64));
+        assert_eq!(bt(200, 14336), Some(256));
+        assert_eq!(bt(100, 4096), Some(64));
+        assert_eq!(bt(9, 4096), Some(64));
+        // Other types, and Q4_K without sm_90a, keep the mma.sync kernels.
+        assert!(!quant_gemm(GgmlType::Q6_K, 512, 4096, 4096, true)
+            .unwrap()
+            .contains("_wg"));
+        assert!(!quant_gemm(GgmlType::Q4_K, 512, 4096, 4096, false)
+            .unwrap()
+            .contains("_wg"));
     }
 
     #[test]
@@ -437,7 +480,7 @@ mod tests {
     #[test]
     fn q6k_splits_k_only_where_its_tiles_leave_sms_idle() {
         let split = |t, n, k| {
-            let name = quant_gemm(GgmlType::Q6_K, t, n, k).unwrap();
+            let name = quant_gemm(GgmlType::Q6_K, t, n, k, false).unwrap();
             variant_param(&name, "SPLITK").unwrap_or(1)
         };
         assert_eq!(split(512, 4096, 14336), 2);
@@ -448,7 +491,7 @@ mod tests {
         assert_eq!(split(512, 4096, 256), 1);
         assert_eq!(
             variant_param(
-                &quant_gemm(GgmlType::Q4_K, 512, 4096, 14336).unwrap(),
+                &quant_gemm(GgmlType::Q4_K, 512, 4096, 14336, false).unwrap(),
                 "SPLITK"
             ),
             None

@@ -236,6 +236,9 @@ pub struct Gpu {
     /// int8 blocks of their output themselves ([`InputCopy::Int8`]), so that no quantize_s8
     /// launch precedes the products reading them: unless `ZINC_S8_FUSED=0`.
     s8_fused: bool,
+    /// Whether the fused GEMMs may take the warpgroup-MMA kernels: built for the device
+    /// (sm_90a) and not turned off by `ZINC_WGMMA=0`.
+    wgmma: bool,
 }
 
 /// Greedy decode steps recorded as CUDA graphs and replayed: the step's token and position live
@@ -277,6 +280,12 @@ pub fn s8_decode_enabled() -> bool {
 /// each product input takes a quantize_s8 launch (about 3 per layer).
 fn s8_fused_enabled() -> bool {
     std::env::var("ZINC_S8_FUSED").as_deref() != Ok("0")
+}
+
+/// Whether prefill-size Q4_K products may take gemm_q4k_wg (sm_90a's warpgroup MMA, built for
+/// H100/H200 only): unless `ZINC_WGMMA=0`.
+fn wgmma_enabled() -> bool {
+    std::env::var("ZINC_WGMMA").as_deref() != Ok("0")
 }
 
 /// The key capacity of the graph for a decode step over `needed` cached positions: a power of
@@ -538,7 +547,9 @@ impl Gpu {
             graphs: None,
             s8_decode: s8_decode_enabled(),
             s8_fused: s8_fused_enabled(),
+            wgmma: false,
         };
+        gpu.wgmma = wgmma_enabled() && gpu.registry.names().any(|n| n == "gemm_q4k_wg");
         if graphs_enabled() {
             gpu.enable_decode_graphs(!device.is_emulated())?;
         }
@@ -619,7 +630,7 @@ impl Gpu {
         let default = match kind {
             Product::Matvec(ty) => Some(dispatch::matvec(ty, t, n, k)),
             Product::MatvecS8(ty) => dispatch::matvec_s8(ty, t, n, k),
-            Product::QuantGemm(ty) => dispatch::quant_gemm(ty, t, n, k),
+            Product::QuantGemm(ty) => dispatch::quant_gemm(ty, t, n, k, self.wgmma),
             Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
         };
         let kernel = default.map(|name| self.tuned(&name, t, n, k)).transpose()?;
