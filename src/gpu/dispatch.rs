@@ -233,7 +233,7 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
         return None;
     }
     if wgmma && ty == GgmlType::Q4_K && k.is_multiple_of(256) {
-        return Some(wgmma_q4k(t, n));
+        return Some(wgmma_q4k(t, n, k));
     }
     let kernel = match ty {
         GgmlType::Q4_K => "gemm_q4k",
@@ -265,17 +265,30 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
     Some(format!("{kernel}{variant}"))
 }
 
-/// gemm_q4k_wg's tiles for `t` tokens and `n` weight rows: one warpgroup of 64 weight rows on 256
-/// tokens, the H200's fastest at every issue-5 anchor (T=512 N=4096 K=14336: 129.3 us, against
-/// 158.8 for two warpgroups on 128 tokens and 156.4 for one; docs/PERF.md, session 6), halved
-/// for batches that fill less than half a tile and while the grid has fewer blocks than SMs
-/// (T=512 N=1024 K=4096: 30.9 us on 128 tokens, 35.7 on 256).
-fn wgmma_q4k(t: usize, n: usize) -> String {
-    let mut bt = 256;
-    while bt > 64 && (t <= bt / 2 || t.div_ceil(bt) * n.div_ceil(64) < FULL_GRID) {
-        bt /= 2;
-    }
-    format!("gemm_q4k_wg@WG=1,BT={bt}")
+/// gemm_q4k_wg's tiles for a `t` x `n` x `k` product, the H200's fastest at the issue-5 anchors
+/// (docs/PERF.md, session 6): two warpgroups (128 weight rows) on 256 tokens where that makes a
+/// block per SM (T=512 N=14336 K=4096: 117.8 us, T=2048 N=4096 K=14336: 421.6), the same with K
+/// split in two where the split does and K is long (T=512 N=4096 K=14336: 111.5 against 127.9
+/// for one warpgroup), else one warpgroup on 256 tokens (T=512 N=4096 K=4096: 38.2), split where
+/// even that leaves SMs idle (T=512 N=1024 K=4096: 27.2); short batches take one warpgroup on
+/// the smallest tile that holds them.
+fn wgmma_q4k(t: usize, n: usize, k: usize) -> String {
+    let blocks = |rows: usize, tokens: usize| t.div_ceil(tokens) * n.div_ceil(rows);
+    let variant = if t <= 128 {
+        match t <= 64 || blocks(64, 128) < FULL_GRID {
+            true => "WG=1,BT=64",
+            false => "WG=1,BT=128",
+        }
+    } else if blocks(128, 256) >= FULL_GRID {
+        "BT=256"
+    } else if 2 * blocks(128, 256) >= FULL_GRID && k >= 8192 {
+        "BT=256,SPLITK=2"
+    } else if blocks(64, 256) >= FULL_GRID || k < 512 {
+        "WG=1,BT=256"
+    } else {
+        "WG=1,BT=256,SPLITK=2"
+    };
+    format!("gemm_q4k_wg@{variant}")
 }
 
 /// The copy of a product input that the kernel producing it writes besides its f32 output, for
@@ -425,8 +438,14 @@ mod tests {
         }
         let mut wgmma_names = vec![];
         for t in [9, 100, 200, 512, 2048] {
-            for n in [1024, 4096, 14336] {
-                wgmma_names.extend(quant_gemm(GgmlType::Q4_K, t, n, 4096, true));
+            for (n, k) in [
+                (1024, 4096),
+                (4096, 4096),
+                (4096, 14336),
+                (14336, 4096),
+                (4096, 256),
+            ] {
+                wgmma_names.extend(quant_gemm(GgmlType::Q4_K, t, n, k, true));
             }
         }
         for arch in embedded() {
@@ -445,14 +464,19 @@ mod tests {
 
     #[test]
     fn wgmma_tiles_follow_the_batch_and_the_grid() {
-        let bt = |t, n| variant_param(&quant_gemm(GgmlType::Q4_K, t, n, 4096, true).unwrap(), "BT");
-        assert_eq!(bt(512, 4096), Some(256));
-        assert_eq!(bt(2048, 14336), Some(256));
-        // 2 x 16 blocks of 256 tokens: 128-token tiles make 64, 64-token ones 128.
-        assert_eq!(bt(512, 1024), Some(64));
-        assert_eq!(bt(200, 14336), Some(256));
-        assert_eq!(bt(100, 4096), Some(64));
-        assert_eq!(bt(9, 4096), Some(64));
+        let tiles = |t, n, k| {
+            let name = quant_gemm(GgmlType::Q4_K, t, n, k, true).unwrap();
+            name.split_once('@').unwrap().1.to_string()
+        };
+        assert_eq!(tiles(512, 14336, 4096), "BT=256");
+        assert_eq!(tiles(2048, 4096, 14336), "BT=256");
+        assert_eq!(tiles(512, 4096, 14336), "BT=256,SPLITK=2");
+        assert_eq!(tiles(512, 4096, 4096), "WG=1,BT=256");
+        assert_eq!(tiles(512, 1024, 4096), "WG=1,BT=256,SPLITK=2");
+        assert_eq!(tiles(200, 4096, 256), "WG=1,BT=256");
+        assert_eq!(tiles(100, 4096, 4096), "WG=1,BT=64");
+        assert_eq!(tiles(100, 14336, 4096), "WG=1,BT=128");
+        assert_eq!(tiles(9, 14336, 4096), "WG=1,BT=64");
         // Other types, and Q4_K without sm_90a, keep the mma.sync kernels.
         assert!(!quant_gemm(GgmlType::Q6_K, 512, 4096, 4096, true)
             .unwrap()
