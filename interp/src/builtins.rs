@@ -6,11 +6,12 @@
 //! `rsqrt.approx`, ...), so results differ in the last bits: compare with a tolerance.
 
 use zinc_dsl::ir::{
-    AtomicOp, Axis, BinOp, Builtin, Expr, MathFn, Scalar, ShuffleMode, Special, VoteMode,
+    flat_index, AtomicOp, Axis, BinOp, Builtin, Expr, ExprKind, MathFn, Scalar, ShuffleMode,
+    Special, Type, VoteMode,
 };
 
 use crate::error::ErrorKind;
-use crate::exec::{Lanes, Machine, Mask, Result, UNSET};
+use crate::exec::{Lanes, Machine, Mask, Result, WgmmaUse, UNSET};
 use crate::value::{ArithError, Value, Vector};
 
 type Arith = std::result::Result<Value, ArithError>;
@@ -76,10 +77,45 @@ impl<'m> Machine<'m, '_> {
                     Ok(Value::U32(lop3(u(a[t]), u(b[t]), u(c[t]), lut)))
                 })
             }
-            Builtin::Wgmma { acc, first, n } => self.wgmma((acc, first, n), &vals, mask, e),
-            // wgmma runs at once here, so the fence and the group bookkeeping have nothing to do.
+            Builtin::Wgmma { acc, first, n } => {
+                let out = self.wgmma((acc, first, n), &vals, mask, e)?;
+                // Until a wait covers it, the accumulators and an A fragment held in a register
+                // array are the MMA's (`check_wgmma_use`).
+                let depth = self.depth();
+                let accumulators = WgmmaUse {
+                    depth,
+                    var: acc,
+                    elements: (first, first + u32::from(n)),
+                    accumulator: true,
+                };
+                let a = match &args[0].kind {
+                    ExprKind::Element { var, index } => {
+                        let Type::Array { dims, .. } = &self.frame_fn().vars[var.0 as usize].ty
+                        else {
+                            return Err(self.malformed(e.span, "an element of a non-array"));
+                        };
+                        let flat = flat_index(dims, index);
+                        Some(WgmmaUse {
+                            depth,
+                            var: *var,
+                            elements: (flat, flat + 1),
+                            accumulator: false,
+                        })
+                    }
+                    _ => None,
+                };
+                self.wgmma.issue(std::iter::once(accumulators).chain(a));
+                Ok(out)
+            }
+            // The MMAs ran at once; the fence has nothing to order, the groups only say which
+            // registers are still the MMAs'.
             Builtin::WgmmaFence | Builtin::WgmmaCommit | Builtin::WgmmaWait(_) => {
                 self.check_converged(mask, "wgmma_fence/commit/wait", e.span)?;
+                match b {
+                    Builtin::WgmmaCommit => self.wgmma.commit(),
+                    Builtin::WgmmaWait(n) => self.wgmma.wait(usize::from(n)),
+                    _ => {}
+                }
                 Ok(vec![UNSET; self.threads])
             }
             Builtin::Dp4a { unsigned_a } => {

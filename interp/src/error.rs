@@ -147,6 +147,14 @@ pub enum ErrorKind {
         access: Access,
         issued: RaceAccess,
     },
+    /// Located at the access.
+    #[error("{access} of `{var}` element {index} while a wgmma that uses it as its {role} is in flight: wait for it first (`wgmma_wait`; undefined on the GPU)")]
+    WgmmaInFlight {
+        var: String,
+        index: u32,
+        access: Access,
+        role: &'static str,
+    },
     #[error("{op} by {thread} at a byte offset of {offset}, which is not a multiple of {align}")]
     Misaligned {
         op: &'static str,

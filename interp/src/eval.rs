@@ -29,7 +29,9 @@ impl<'m> Machine<'m, '_> {
                 let Type::Array { dims, .. } = &self.frame_fn().vars[var.0 as usize].ty else {
                     return Err(self.malformed(e.span, "an element of a non-array"));
                 };
-                self.element(*var, flat_index(dims, index))
+                let flat = flat_index(dims, index);
+                self.check_wgmma_use(*var, flat, Access::Read, e.span)?;
+                self.element(*var, flat)
                     .ok_or_else(|| self.malformed(e.span, "an array read before its definition"))
             }
             ExprKind::SharedArray(id) => {

@@ -10,7 +10,7 @@ use zinc_dsl::ir::{
 
 use crate::copy::Copies;
 use crate::error::{ErrorKind, InterpError, Location, ThreadId};
-use crate::memory::{Memory, Site};
+use crate::memory::{Access, Memory, Site};
 use crate::value::Value;
 
 pub(crate) type Result<T> = std::result::Result<T, InterpError>;
@@ -89,6 +89,55 @@ struct LoopExits {
     continued: Mask,
 }
 
+/// Register-array elements a wgmma in flight uses: its accumulators (which only later wgmmas may
+/// touch) and its A fragment, each as (frame depth, array, flat element range). The interpreter
+/// runs a wgmma at once, so without this a kernel that reads its accumulators or rewrites its A
+/// registers before the `wgmma_wait` would pass here and compute garbage on the GPU.
+#[derive(Default)]
+pub(crate) struct WgmmaInFlight {
+    /// Not yet committed.
+    open: Vec<WgmmaUse>,
+    /// Committed groups, oldest first.
+    groups: std::collections::VecDeque<Vec<WgmmaUse>>,
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct WgmmaUse {
+    pub depth: usize,
+    pub var: VarId,
+    pub elements: (u32, u32),
+    pub accumulator: bool,
+}
+
+impl WgmmaInFlight {
+    pub fn issue(&mut self, uses: impl IntoIterator<Item = WgmmaUse>) {
+        self.open.extend(uses);
+    }
+
+    pub fn commit(&mut self) {
+        let open = std::mem::take(&mut self.open);
+        self.groups.push_back(open);
+    }
+
+    /// `wgmma_wait(n)`: all but the newest `n` committed groups are done.
+    pub fn wait(&mut self, n: usize) {
+        while self.groups.len() > n {
+            self.groups.pop_front();
+        }
+    }
+
+    /// The in-flight use of element `flat` of `var` in the frame at `depth`, if any.
+    fn using(&self, depth: usize, var: VarId, flat: u32) -> Option<WgmmaUse> {
+        self.open
+            .iter()
+            .chain(self.groups.iter().flatten())
+            .find(|u| {
+                u.depth == depth && u.var == var && (u.elements.0..u.elements.1).contains(&flat)
+            })
+            .copied()
+    }
+}
+
 /// A function activation, shared by all threads of the block.
 struct Frame<'m> {
     func: &'m Function,
@@ -123,6 +172,8 @@ pub(crate) struct Machine<'m, 'a> {
     pub exited: Mask,
     /// Each thread's `cp_async` copies in flight.
     pub copies: Vec<Copies<'m>>,
+    /// The block's wgmmas in flight: their register-array operands.
+    pub wgmma: WgmmaInFlight,
     frames: Vec<Frame<'m>>,
     steps: u64,
     step_limit: u64,
@@ -148,6 +199,7 @@ impl<'m, 'a> Machine<'m, 'a> {
             mem,
             exited: Mask::empty(threads),
             copies: Vec::new(),
+            wgmma: WgmmaInFlight::default(),
             frames: Vec::new(),
             steps: 0,
             step_limit,
@@ -165,6 +217,7 @@ impl<'m, 'a> Machine<'m, 'a> {
         self.block = block;
         self.exited = Mask::empty(self.threads);
         self.copies = (0..self.threads).map(|_| Copies::default()).collect();
+        self.wgmma = WgmmaInFlight::default();
         self.mem.start_block();
         let mut frame = Frame::new(kernel, self.threads);
         for (p, v) in kernel.params.iter().zip(params) {
@@ -207,6 +260,33 @@ impl<'m, 'a> Machine<'m, 'a> {
 
     pub fn var(&self, v: VarId) -> &Lanes {
         &self.frames.last().expect("a function is running").vars[v.0 as usize]
+    }
+
+    /// Fails if element `flat` of register array `v` of the running function is in use by a
+    /// wgmma in flight: any access to its accumulators, or a write to its A fragment.
+    pub fn check_wgmma_use(&self, v: VarId, flat: u32, access: Access, span: Span) -> Result<()> {
+        let depth = self.frames.len();
+        match self.wgmma.using(depth, v, flat) {
+            Some(u) if u.accumulator || access == Access::Write => Err(self.error_at(
+                span,
+                ErrorKind::WgmmaInFlight {
+                    var: self.frame_fn().vars[v.0 as usize].name.clone(),
+                    index: flat,
+                    access,
+                    role: if u.accumulator {
+                        "accumulator"
+                    } else {
+                        "A operand"
+                    },
+                },
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The frame depth of the running function (for [`WgmmaUse`]).
+    pub fn depth(&self) -> usize {
+        self.frames.len()
     }
 
     /// Element `flat` of register array `v` for every thread; None before its definition.
@@ -348,6 +428,7 @@ impl<'m, 'a> Machine<'m, 'a> {
                 };
                 let (len, flat) = (dims.iter().product(), flat_index(dims, index));
                 let v = self.eval(value, active)?;
+                self.check_wgmma_use(*var, flat, Access::Write, stmt.span)?;
                 self.set_element(*var, len, Some(flat), &v, active);
             }
             StmtKind::Store { ptr, value } => {

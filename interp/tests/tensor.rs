@@ -398,3 +398,57 @@ fn register_array_of_accumulators_matches_the_reference() {
         }
     }
 }
+
+/// One warpgroup, two wgmmas in flight on one accumulator row: `EARLY` reads or writes a register
+/// before the wait, `WAIT` is the wait.
+const WGMMA_IN_FLIGHT: &str = "
+kernel early(b: global [f16], d: global mut [f32]) grid(1) block(128) {
+    shared bs: [8][64] f16 swizzle;
+    for i in thread.x..512 step 128 { bs[i / 64][i % 64] = b[i]; }
+    barrier();
+    var fa: [2] frag_a<f16> = 1.0;
+    var acc: [1] frag_acc<f32> = 0;
+    wgmma_fence();
+    wgmma(acc, fa[0], bs[0][0]);
+    wgmma(acc, fa[1], bs[0][16]);
+    wgmma_commit();
+    EARLY
+    WAIT
+    d[thread.x] = acc[0][0];
+}";
+
+#[test]
+fn registers_of_a_wgmma_in_flight_are_off_limits_until_its_wait() {
+    let b: Vec<f16> = (0..512).map(|i| f16::from_f32((i % 7) as f32)).collect();
+    let run = |early: &str, wait: &str| {
+        let src = WGMMA_IN_FLIGHT
+            .replace("EARLY", early)
+            .replace("WAIT", wait);
+        let c = compile(&src);
+        let mut args = [
+            Arg::Buffer(Buffer::from_f16(&b)),
+            Arg::Buffer(Buffer::from_f32(&[0.0; 128])),
+        ];
+        launch(&c, "early", &mut args).map(|()| args[1].buffer().unwrap().to_f32())
+    };
+    let in_flight = |r: Result<Vec<f32>, InterpError>| match r {
+        Err(e) => match e.kind() {
+            ErrorKind::WgmmaInFlight {
+                var, access, role, ..
+            } => (var.clone(), *access, *role),
+            _ => panic!("expected a wgmma in flight, got: {e}"),
+        },
+        Ok(_) => panic!("expected a wgmma in flight, the kernel ran"),
+    };
+    // Reading the accumulators before any wait, or with the group still allowed in flight.
+    let read = (String::from("acc"), Access::Read, "accumulator");
+    assert_eq!(in_flight(run("", "")), read);
+    assert_eq!(in_flight(run("", "wgmma_wait(1);")), read);
+    // Rewriting an A fragment in flight; reading it is fine.
+    let write_a = (String::from("fa"), Access::Write, "A operand");
+    assert_eq!(in_flight(run("fa[1] = fa[0];", "wgmma_wait(0);")), write_a);
+    // After the wait: B's row 0 (0..7 repeating) times 32 ones.
+    let d = run("", "wgmma_wait(0);").unwrap();
+    let row0: f32 = (0..32).map(|k| (k % 7) as f32).sum();
+    assert_eq!(d[0], row0);
+}
