@@ -227,13 +227,17 @@ pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
 /// tiles (twice the blocks) for shorter ones, and 64 x 64 tiles where even those make fewer
 /// blocks than SMs; Q5_K (Q4_K's kernel with fifth bits) takes Q4_K's choices until a tune run
 /// says otherwise. With `wgmma` (the device has sm_90a's warpgroup MMA), Q4_K takes
-/// gemm_q4k_wg.
+/// gemm_q4k_wg and Q6_K gemm_q6k_wg (the same kernel on planar Q6_K).
 pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Option<String> {
     if !k.is_multiple_of(64) {
         return None;
     }
-    if wgmma && ty == GgmlType::Q4_K && k.is_multiple_of(256) {
-        return Some(wgmma_q4k(t, n));
+    if wgmma && k.is_multiple_of(256) {
+        match ty {
+            GgmlType::Q4_K => return Some(wgmma_tiles("gemm_q4k_wg", t, n)),
+            GgmlType::Q6_K => return Some(wgmma_tiles("gemm_q6k_wg", t, n)),
+            _ => {}
+        }
     }
     let kernel = match ty {
         GgmlType::Q4_K => "gemm_q4k",
@@ -265,17 +269,18 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
     Some(format!("{kernel}{variant}"))
 }
 
-/// gemm_q4k_wg's tiles for `t` tokens and `n` weight rows: one warpgroup of 64 weight rows on 256
+/// gemm_wg's tiles (`kernel` is gemm_q4k_wg or gemm_q6k_wg; Q6_K takes Q4_K's choices until a
+/// tune run says otherwise) for `t` tokens and `n` weight rows: one warpgroup of 64 weight rows on 256
 /// tokens, the H200's fastest at every issue-5 anchor (T=512 N=4096 K=14336: 129.3 us, against
 /// 158.8 for two warpgroups on 128 tokens and 156.4 for one; docs/PERF.md, session 6), halved
 /// for batches that fill less than half a tile and while the grid has fewer blocks than SMs
 /// (T=512 N=1024 K=4096: 30.9 us on 128 tokens, 35.7 on 256).
-fn wgmma_q4k(t: usize, n: usize) -> String {
+fn wgmma_tiles(kernel: &str, t: usize, n: usize) -> String {
     let mut bt = 256;
     while bt > 64 && (t <= bt / 2 || t.div_ceil(bt) * n.div_ceil(64) < FULL_GRID) {
         bt /= 2;
     }
-    format!("gemm_q4k_wg@WG=1,BT={bt}")
+    format!("{kernel}@WG=1,BT={bt}")
 }
 
 /// The copy of a product input that the kernel producing it writes besides its f32 output, for
@@ -426,7 +431,9 @@ mod tests {
         let mut wgmma_names = vec![];
         for t in [9, 100, 200, 512, 2048] {
             for n in [1024, 4096, 14336] {
-                wgmma_names.extend(quant_gemm(GgmlType::Q4_K, t, n, 4096, true));
+                for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+                    wgmma_names.extend(quant_gemm(ty, t, n, 4096, true));
+                }
             }
         }
         for arch in embedded() {
@@ -446,6 +453,12 @@ mod tests {
     #[test]
     fn wgmma_tiles_follow_the_batch_and_the_grid() {
         let bt = |t, n| variant_param(&quant_gemm(GgmlType::Q4_K, t, n, 4096, true).unwrap(), "BT");
+        // Q6_K takes the same tiles on its own kernel.
+        for (t, n) in [(512, 4096), (512, 1024), (9, 4096)] {
+            let q6k = quant_gemm(GgmlType::Q6_K, t, n, 4096, true).unwrap();
+            assert!(q6k.starts_with("gemm_q6k_wg@"), "{q6k}");
+            assert_eq!(variant_param(&q6k, "BT"), bt(t, n));
+        }
         assert_eq!(bt(512, 4096), Some(256));
         assert_eq!(bt(2048, 14336), Some(256));
         // 2 x 16 blocks of 256 tokens: 128-token tiles make 64, 64-token ones 128.
@@ -453,13 +466,15 @@ mod tests {
         assert_eq!(bt(200, 14336), Some(256));
         assert_eq!(bt(100, 4096), Some(64));
         assert_eq!(bt(9, 4096), Some(64));
-        // Other types, and Q4_K without sm_90a, keep the mma.sync kernels.
-        assert!(!quant_gemm(GgmlType::Q6_K, 512, 4096, 4096, true)
+        // Other types, and Q4_K and Q6_K without sm_90a, keep the mma.sync kernels.
+        assert!(!quant_gemm(GgmlType::Q5_K, 512, 4096, 4096, true)
             .unwrap()
             .contains("_wg"));
-        assert!(!quant_gemm(GgmlType::Q4_K, 512, 4096, 4096, false)
-            .unwrap()
-            .contains("_wg"));
+        for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+            assert!(!quant_gemm(ty, 512, 4096, 4096, false)
+                .unwrap()
+                .contains("_wg"));
+        }
     }
 
     #[test]
