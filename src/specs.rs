@@ -234,6 +234,8 @@ pub const SPECS: &[Spec] = &[
     },
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
+    // sm_90a only: gemm_q4k_wg's kernel on planar Q6_K (kernels/gemm_wg.tile).
+    quant_gemm("gemm_q6k_wg", GgmlType::Q6_K),
     quant_gemm("gemm_q8_0", GgmlType::Q8_0),
     quant_gemm("gemm_q5_0", GgmlType::Q5_0),
     spec("attention_f32", Op::Attention, Elem::F32, Elem::F32),

@@ -227,13 +227,17 @@ pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
 /// tiles (twice the blocks) for shorter ones, and 64 x 64 tiles where even those make fewer
 /// blocks than SMs; Q5_K (Q4_K's kernel with fifth bits) takes Q4_K's choices until a tune run
 /// says otherwise. With `wgmma` (the device has sm_90a's warpgroup MMA), Q4_K takes
-/// gemm_q4k_wg.
+/// gemm_q4k_wg and Q6_K gemm_q6k_wg (the same kernel on planar Q6_K).
 pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Option<String> {
     if !k.is_multiple_of(64) {
         return None;
     }
-    if wgmma && ty == GgmlType::Q4_K && k.is_multiple_of(256) {
-        return Some(wgmma_q4k(t, n, k));
+    if wgmma && k.is_multiple_of(256) {
+        match ty {
+            GgmlType::Q4_K => return Some(wgmma_tiles("gemm_q4k_wg", t, n, k)),
+            GgmlType::Q6_K => return Some(wgmma_tiles("gemm_q6k_wg", t, n, k)),
+            _ => {}
+        }
     }
     let kernel = match ty {
         GgmlType::Q4_K => "gemm_q4k",
@@ -265,14 +269,15 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
     Some(format!("{kernel}{variant}"))
 }
 
-/// gemm_q4k_wg's tiles for a `t` x `n` x `k` product, the H200's fastest at the issue-5 anchors
+/// gemm_wg's tiles (`kernel` is gemm_q4k_wg or gemm_q6k_wg; Q6_K takes Q4_K's choices until a
+/// tune run says otherwise) for a `t` x `n` x `k` product, the H200's fastest at the issue-5 anchors
 /// (docs/PERF.md, session 6): two warpgroups (128 weight rows) on 256 tokens where that makes a
 /// block per SM (T=512 N=14336 K=4096: 117.8 us, T=2048 N=4096 K=14336: 421.6), the same with K
 /// split in two where the split does and K is long (T=512 N=4096 K=14336: 111.5 against 127.9
 /// for one warpgroup), else one warpgroup on 256 tokens (T=512 N=4096 K=4096: 38.2), split where
 /// even that leaves SMs idle (T=512 N=1024 K=4096: 27.2); short batches take one warpgroup on
 /// the smallest tile that holds them.
-fn wgmma_q4k(t: usize, n: usize, k: usize) -> String {
+fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     let blocks = |rows: usize, tokens: usize| t.div_ceil(tokens) * n.div_ceil(rows);
     let variant = if t <= 128 {
         match t <= 64 || blocks(64, 128) < FULL_GRID {
@@ -288,7 +293,7 @@ fn wgmma_q4k(t: usize, n: usize, k: usize) -> String {
     } else {
         "WG=1,BT=256,SPLITK=2"
     };
-    format!("gemm_q4k_wg@{variant}")
+    format!("{kernel}@{variant}")
 }
 
 /// The copy of a product input that the kernel producing it writes besides its f32 output, for
@@ -445,7 +450,9 @@ mod tests {
                 (14336, 4096),
                 (4096, 256),
             ] {
-                wgmma_names.extend(quant_gemm(GgmlType::Q4_K, t, n, k, true));
+                for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+                    wgmma_names.extend(quant_gemm(ty, t, n, k, true));
+                }
             }
         }
         for arch in embedded() {
@@ -477,13 +484,20 @@ mod tests {
         assert_eq!(tiles(100, 4096, 4096), "WG=1,BT=64");
         assert_eq!(tiles(100, 14336, 4096), "WG=1,BT=128");
         assert_eq!(tiles(9, 14336, 4096), "WG=1,BT=64");
-        // Other types, and Q4_K without sm_90a, keep the mma.sync kernels.
-        assert!(!quant_gemm(GgmlType::Q6_K, 512, 4096, 4096, true)
+        // Q6_K takes the same tiles on its own kernel.
+        for (t, n, k) in [(512, 4096, 14336), (512, 1024, 4096), (9, 4096, 4096)] {
+            let q6k = quant_gemm(GgmlType::Q6_K, t, n, k, true).unwrap();
+            assert_eq!(q6k, format!("gemm_q6k_wg@{}", tiles(t, n, k)));
+        }
+        // Other types, and Q4_K and Q6_K without sm_90a, keep the mma.sync kernels.
+        assert!(!quant_gemm(GgmlType::Q5_K, 512, 4096, 4096, true)
             .unwrap()
             .contains("_wg"));
-        assert!(!quant_gemm(GgmlType::Q4_K, 512, 4096, 4096, false)
-            .unwrap()
-            .contains("_wg"));
+        for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+            assert!(!quant_gemm(ty, 512, 4096, 4096, false)
+                .unwrap()
+                .contains("_wg"));
+        }
     }
 
     #[test]
