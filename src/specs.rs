@@ -181,6 +181,8 @@ pub const SPECS: &[Spec] = &[
     // sm_90a only: Q4_K decoded into wgmma's register A operand (kernels/gemm_wg.tile).
     quant_gemm("gemm_q4k_wg", GgmlType::Q4_K),
     quant_gemm("gemm_q5k", GgmlType::Q5_K),
+    // sm_90a only: gemm_q4k_wg's kernel with Q5_K's fifth bits (kernels/gemm_wg.tile).
+    quant_gemm("gemm_q5k_wg", GgmlType::Q5_K),
     // The int8 path: activations from quantize_s8, i8 mma on the raw nibbles.
     Spec {
         kernel: "gemm_q4k_s8",

@@ -1,5 +1,6 @@
-//! Every example, for every user arch: the typed IR and the PTX are snapshotted, and ptxas must
-//! assemble the PTX. ptxas comes from scripts/install-ptxas.sh, which this test runs when needed.
+//! Every example, for every user arch (sm_90a alone for examples on its wgmma): the typed IR and
+//! the PTX are snapshotted, and ptxas must assemble the PTX. ptxas comes from
+//! scripts/install-ptxas.sh, which this test runs when needed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -60,7 +61,13 @@ fn ptx_snapshots_and_ptxas() {
     std::fs::create_dir_all(&dir).unwrap();
     for file in examples() {
         let c = zinc_dsl::compile_file(&file, &[]).unwrap_or_else(|f| panic!("{}", f.render()));
-        for arch in ARCHS {
+        let wgmma = c
+            .module
+            .functions
+            .iter()
+            .any(|f| zinc_dsl::ir::uses_wgmma(&c.module, f));
+        let archs: &[&str] = if wgmma { &["sm_90a"] } else { &ARCHS };
+        for &arch in archs {
             let opts = zinc_codegen::Options::new(arch, None).unwrap();
             let out = zinc_codegen::compile(&c.module, &opts, zinc_codegen::Emit::Ptx)
                 .unwrap_or_else(|e| panic!("{}: {arch}: {e}", file.display()));

@@ -235,6 +235,7 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
     if wgmma && k.is_multiple_of(256) {
         match ty {
             GgmlType::Q4_K => return Some(wgmma_tiles("gemm_q4k_wg", t, n, k)),
+            GgmlType::Q5_K => return Some(wgmma_tiles("gemm_q5k_wg", t, n, k)),
             GgmlType::Q6_K => return Some(wgmma_tiles("gemm_q6k_wg", t, n, k)),
             _ => {}
         }
@@ -269,8 +270,8 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
     Some(format!("{kernel}{variant}"))
 }
 
-/// gemm_wg's tiles (`kernel` is gemm_q4k_wg or gemm_q6k_wg; Q6_K takes Q4_K's choices until a
-/// tune run says otherwise) for a `t` x `n` x `k` product, the H200's fastest at the issue-5 anchors
+/// gemm_wg's tiles (`kernel` is gemm_q4k_wg, gemm_q5k_wg or gemm_q6k_wg; Q6_K's tune agreed with
+/// Q4_K's choices at every anchor, Q5_K takes them untuned) for a `t` x `n` x `k` product, the H200's fastest at the issue-5 anchors
 /// (docs/PERF.md, session 6): two warpgroups (128 weight rows) on 256 tokens where that makes a
 /// block per SM (T=512 N=14336 K=4096: 117.8 us, T=2048 N=4096 K=14336: 421.6), the same with K
 /// split in two where the split does and K is long (T=512 N=4096 K=14336: 111.5 against 127.9
@@ -450,7 +451,7 @@ mod tests {
                 (14336, 4096),
                 (4096, 256),
             ] {
-                for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+                for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
                     wgmma_names.extend(quant_gemm(ty, t, n, k, true));
                 }
             }
@@ -484,16 +485,18 @@ mod tests {
         assert_eq!(tiles(100, 4096, 4096), "WG=1,BT=64");
         assert_eq!(tiles(100, 14336, 4096), "WG=1,BT=128");
         assert_eq!(tiles(9, 14336, 4096), "WG=1,BT=64");
-        // Q6_K takes the same tiles on its own kernel.
+        // Q5_K and Q6_K take the same tiles on their own kernels.
         for (t, n, k) in [(512, 4096, 14336), (512, 1024, 4096), (9, 4096, 4096)] {
+            let q5k = quant_gemm(GgmlType::Q5_K, t, n, k, true).unwrap();
+            assert_eq!(q5k, format!("gemm_q5k_wg@{}", tiles(t, n, k)));
             let q6k = quant_gemm(GgmlType::Q6_K, t, n, k, true).unwrap();
             assert_eq!(q6k, format!("gemm_q6k_wg@{}", tiles(t, n, k)));
         }
-        // Other types, and Q4_K and Q6_K without sm_90a, keep the mma.sync kernels.
-        assert!(!quant_gemm(GgmlType::Q5_K, 512, 4096, 4096, true)
+        // Other types, and the K-quants without sm_90a, keep the mma.sync kernels.
+        assert!(!quant_gemm(GgmlType::Q8_0, 512, 4096, 4096, true)
             .unwrap()
             .contains("_wg"));
-        for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
             assert!(!quant_gemm(ty, 512, 4096, 4096, false)
                 .unwrap()
                 .contains("_wg"));
