@@ -692,10 +692,15 @@ pub enum Builtin {
     WgmmaCommit,
     /// `[]`: wait until at most `.0` of the warpgroup's groups are in flight. Void.
     WgmmaWait(u8),
+    /// `[]`: `fence.proxy.async.shared::cta`: this thread's earlier shared-memory writes (plain
+    /// stores, cp.async) become visible to the async proxy, through which `Wgmma` reads B. Void;
+    /// Hopper only, built for sm_90a with the wgmma kernels.
+    FenceProxyAsync,
 }
 
-/// Whether function `f` of module `m` uses an sm_90a-only instruction (`wgmma`), itself or in a
-/// device function it calls, so that it can be built only for sm_90a.
+/// Whether function `f` of module `m` uses an sm_90a-only instruction (`wgmma`, or the async-proxy
+/// fence that goes with it), itself or in a device function it calls, so that it can be built
+/// only for sm_90a.
 pub fn uses_wgmma(m: &Module, f: &Function) -> bool {
     let mut found = false;
     let mut calls = Vec::new();
@@ -705,7 +710,8 @@ pub fn uses_wgmma(m: &Module, f: &Function) -> bool {
             Builtin::Wgmma { .. }
             | Builtin::WgmmaFence
             | Builtin::WgmmaCommit
-            | Builtin::WgmmaWait(_),
+            | Builtin::WgmmaWait(_)
+            | Builtin::FenceProxyAsync,
             _,
         ) => found = true,
         ExprKind::Call(id, _) => calls.push(*id),

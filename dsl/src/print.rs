@@ -390,6 +390,7 @@ fn builtin(b: Builtin) -> String {
         Builtin::WgmmaFence => "wgmma_fence",
         Builtin::WgmmaCommit => "wgmma_commit",
         Builtin::WgmmaWait(n) => return format!("wgmma_wait<{n}>"),
+        Builtin::FenceProxyAsync => "fence_proxy_async",
     };
     name.to_string()
 }

@@ -107,8 +107,9 @@ impl<'m> Machine<'m, '_> {
                 self.wgmma.issue(std::iter::once(accumulators).chain(a));
                 Ok(out)
             }
-            // The MMAs ran at once; the fence has nothing to order, the groups only say which
+            // The MMAs ran at once; the fences have nothing to order, the groups only say which
             // registers are still the MMAs'.
+            Builtin::FenceProxyAsync => Ok(vec![UNSET; self.threads]),
             Builtin::WgmmaFence | Builtin::WgmmaCommit | Builtin::WgmmaWait(_) => {
                 self.check_converged(mask, "wgmma_fence/commit/wait", e.span)?;
                 match b {

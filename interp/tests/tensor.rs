@@ -405,6 +405,7 @@ const WGMMA_IN_FLIGHT: &str = "
 kernel early(b: global [f16], d: global mut [f32]) grid(1) block(128) {
     shared bs: [8][64] f16 swizzle;
     for i in thread.x..512 step 128 { bs[i / 64][i % 64] = b[i]; }
+    fence_proxy_async();
     barrier();
     var fa: [2] frag_a<f16> = 1.0;
     var acc: [1] frag_acc<f32> = 0;

@@ -180,8 +180,12 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 self.wgmma((acc, first, n), vals[0], vals[1], span)?;
                 return Ok(None);
             }
-            Builtin::WgmmaFence | Builtin::WgmmaCommit | Builtin::WgmmaWait(_) => {
+            Builtin::WgmmaFence
+            | Builtin::WgmmaCommit
+            | Builtin::WgmmaWait(_)
+            | Builtin::FenceProxyAsync => {
                 let (name, args) = match builtin {
+                    Builtin::FenceProxyAsync => ("llvm.nvvm.fence.proxy.async.shared_cta", vec![]),
                     Builtin::WgmmaFence => ("llvm.nvvm.wgmma.fence.sync.aligned", vec![]),
                     Builtin::WgmmaCommit => ("llvm.nvvm.wgmma.commit_group.sync.aligned", vec![]),
                     _ => {

@@ -75,7 +75,7 @@ pub(crate) fn lower_module<'ctx>(
         {
             diags.push(Diagnostic::error(
                 format!(
-                    "kernel `{}` uses `wgmma`, which only sm_90a (H100, H200) has; this build is for {}",
+                    "kernel `{}` uses `wgmma` (or its async-proxy fence), which only sm_90a (H100, H200) builds take; this build is for {}",
                     f.name, opts.arch.name
                 ),
                 f.span,

@@ -42,6 +42,7 @@ pub enum Name {
     WgmmaFence,
     WgmmaCommit,
     WgmmaWait,
+    FenceProxyAsync,
 }
 
 const TABLE: &[(&str, Name)] = &[
@@ -96,6 +97,7 @@ const TABLE: &[(&str, Name)] = &[
     ("wgmma_fence", Name::WgmmaFence),
     ("wgmma_commit", Name::WgmmaCommit),
     ("wgmma_wait", Name::WgmmaWait),
+    ("fence_proxy_async", Name::FenceProxyAsync),
 ];
 
 pub fn lookup(name: &str) -> Option<Name> {
@@ -476,11 +478,12 @@ impl FnCx<'_, '_> {
             }
             Name::Frag => self.frag_build(args, want, span),
             Name::Wgmma => self.wgmma(args, span),
-            Name::WgmmaFence | Name::WgmmaCommit => {
+            Name::WgmmaFence | Name::WgmmaCommit | Name::FenceProxyAsync => {
                 self.arity(name, args, 0, span)?;
                 let op = match b {
                     Name::WgmmaFence => Builtin::WgmmaFence,
-                    _ => Builtin::WgmmaCommit,
+                    Name::WgmmaCommit => Builtin::WgmmaCommit,
+                    _ => Builtin::FenceProxyAsync,
                 };
                 Ok(mk(ir::ExprKind::Builtin(op, vec![]), Type::Void, span))
             }
