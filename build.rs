@@ -105,7 +105,7 @@ fn run() -> Result<(), String> {
         // Kernels on sm_90a's instructions (wgmma) are built for sm_90a alone.
         let sm90a_only: Vec<String> = (compilation.module.functions.iter())
             .filter(|f| matches!(f.kind, FunctionKind::Kernel(_)))
-            .filter(|f| zinc_dsl::ir::uses_wgmma(&compilation.module, f))
+            .filter(|f| zinc_dsl::ir::needs_sm90a(&compilation.module, f))
             .map(|f| f.name.clone())
             .collect();
         let mut portable = compilation.module.clone();

@@ -65,7 +65,7 @@ fn ptx_snapshots_and_ptxas() {
             .module
             .functions
             .iter()
-            .any(|f| zinc_dsl::ir::uses_wgmma(&c.module, f));
+            .any(|f| zinc_dsl::ir::needs_sm90a(&c.module, f));
         let archs: &[&str] = if wgmma { &["sm_90a"] } else { &ARCHS };
         for &arch in archs {
             let opts = zinc_codegen::Options::new(arch, None).unwrap();

@@ -19,6 +19,21 @@ pub struct KernelInfo {
     pub dynamic_shared_bytes: u64,
     /// Compile-time parameters and their values in this specialization.
     pub specialization: Vec<(String, String)>,
+    /// The tensor maps the host encodes and passes by value after the parameters, in order.
+    pub tensor_maps: Vec<TensorMapInfo>,
+}
+
+/// A TMA tensor map over a view parameter: `rows` x `cols` elements (grid-expression text),
+/// rows dense, in boxes of `box_rows` x `box_cols`; `swizzle` is the 128-byte swizzle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMapInfo {
+    pub param: String,
+    pub elem: Scalar,
+    pub rows: String,
+    pub cols: String,
+    pub box_rows: u32,
+    pub box_cols: u32,
+    pub swizzle: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,7 +89,24 @@ impl KernelInfo {
             .iter()
             .map(|(k, v)| format!("[{}, {}]", json_str(k), json_str(v)))
             .collect();
-        let _ = writeln!(s, "  \"specialization\": [{}]", spec.join(", "));
+        let _ = writeln!(s, "  \"specialization\": [{}],", spec.join(", "));
+        let maps: Vec<String> = self
+            .tensor_maps
+            .iter()
+            .map(|m| {
+                format!(
+                    "{{\"param\": {}, \"elem\": \"{}\", \"rows\": {}, \"cols\": {}, \"box\": [{}, {}], \"swizzle\": {}}}",
+                    json_str(&m.param),
+                    m.elem.name(),
+                    json_str(&m.rows),
+                    json_str(&m.cols),
+                    m.box_rows,
+                    m.box_cols,
+                    m.swizzle
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "  \"tensor_maps\": [{}]", maps.join(", "));
         s.push_str("}\n");
         s
     }
@@ -194,6 +226,21 @@ pub(crate) fn kernel_info(
             .iter()
             .map(|(k, v)| (k.clone(), const_text(v)))
             .collect(),
+        tensor_maps: launch
+            .tensor_maps
+            .iter()
+            .map(|m| {
+                Ok(TensorMapInfo {
+                    param: f.vars[m.param.0 as usize].name.clone(),
+                    elem: m.elem,
+                    rows: grid_text(&m.rows, f)?,
+                    cols: grid_text(&m.cols, f)?,
+                    box_rows: m.box_rows,
+                    box_cols: m.box_cols,
+                    swizzle: m.swizzled(),
+                })
+            })
+            .collect::<Result<Vec<_>, Diagnostic>>()?,
     })
 }
 

@@ -287,6 +287,37 @@ pub struct Launch {
     pub grid: [Expr; 3],
     /// Compile-time parameters with the values this specialization used, in declaration order.
     pub specialization: Vec<(String, ConstValue)>,
+    /// The kernel's tensor maps (`let m = tensor_map(...)`), in declaration order: the host
+    /// encodes each from its view's buffer and passes it by value after the parameters.
+    pub tensor_maps: Vec<TensorMap>,
+}
+
+/// A TMA tensor map: `rows` x `cols` elements of the global view parameter `param`, rows dense,
+/// copied into shared memory in boxes of `box_rows` x `box_cols` by `TmaLoad`. A box whose rows
+/// are 128 bytes lands in the 128-byte swizzle (the layout of a `swizzle`d array of 128-byte
+/// rows, which `Wgmma` reads); any other lands row-major.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMap {
+    pub name: String,
+    pub param: VarId,
+    pub elem: Scalar,
+    /// Over the kernel's scalar parameters and constants, as grid expressions are.
+    pub rows: Expr,
+    pub cols: Expr,
+    pub box_rows: u32,
+    pub box_cols: u32,
+    pub span: Span,
+}
+
+impl TensorMap {
+    /// Bytes of one box: what a `TmaLoad` of this map completes on its mbarrier.
+    pub fn box_bytes(&self) -> u32 {
+        self.box_rows * self.box_cols * self.elem.size()
+    }
+
+    pub fn swizzled(&self) -> bool {
+        self.box_cols * self.elem.size() == 128
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -372,10 +403,12 @@ impl SharedArray {
 
     /// Byte alignment of the array's start. A swizzled array is aligned to its swizzle period
     /// (8 rows of 128 bytes for 8-chunk rows), so that its XOR pattern is the hardware's
-    /// 128/64/32-byte swizzle on address bits, which `wgmma` operands read through.
+    /// 128/64/32-byte swizzle on address bits, which `wgmma` operands read through. Other arrays
+    /// of 128 bytes or more start at 128 bytes, as TMA copies (`TmaLoad`) into them need.
     pub fn align(&self) -> u64 {
         match self.layout {
             TileLayout::Swizzled { row_chunks } => 16 * 8 * u64::from(row_chunks),
+            _ if self.bytes() >= 128 => 128,
             _ => 16,
         }
     }
@@ -696,12 +729,31 @@ pub enum Builtin {
     /// stores, cp.async) become visible to the async proxy, through which `Wgmma` reads B. Void;
     /// Hopper only, built for sm_90a with the wgmma kernels.
     FenceProxyAsync,
+    /// `[bar (shared mut view of u64), count (u32)]`: `mbarrier.init` with `count` arrivals per
+    /// phase, then the fence that makes the initialization visible to the async proxy (TMA).
+    /// Void; sm_90a only, as the rest of this group.
+    MbarrierInit,
+    /// `[bar, bytes (u32)]`: `mbarrier.arrive.expect_tx`: one arrival, and `bytes` more
+    /// transaction bytes the current phase waits for. Void.
+    MbarrierExpectTx,
+    /// `[bar, parity (u32)]`: wait until the phase of parity `parity % 2` has completed. Void.
+    MbarrierWait,
+    /// `[dst (shared mut view), row (u32), col (u32), bar]`: `cp.async.bulk.tensor.2d`: copy the
+    /// box of tensor map `.map` (an index into the kernel's `tensor_maps`) whose first element
+    /// is (row, col) to `dst`, completing its bytes on `bar`. Elements past the tensor's edge
+    /// read as zero. Void.
+    TmaLoad {
+        map: u32,
+    },
 }
 
-/// Whether function `f` of module `m` uses an sm_90a-only instruction (`wgmma`, or the async-proxy
-/// fence that goes with it), itself or in a device function it calls, so that it can be built
-/// only for sm_90a.
-pub fn uses_wgmma(m: &Module, f: &Function) -> bool {
+/// Whether function `f` of module `m` uses an sm_90a-only instruction (`wgmma`, the async-proxy
+/// fence, mbarriers or TMA) or tensor maps, itself or in a device function it calls, so that it
+/// can be built only for sm_90a.
+pub fn needs_sm90a(m: &Module, f: &Function) -> bool {
+    if matches!(&f.kind, FunctionKind::Kernel(l) if !l.tensor_maps.is_empty()) {
+        return true;
+    }
     let mut found = false;
     let mut calls = Vec::new();
     let mut body = f.body.clone();
@@ -711,7 +763,11 @@ pub fn uses_wgmma(m: &Module, f: &Function) -> bool {
             | Builtin::WgmmaFence
             | Builtin::WgmmaCommit
             | Builtin::WgmmaWait(_)
-            | Builtin::FenceProxyAsync,
+            | Builtin::FenceProxyAsync
+            | Builtin::MbarrierInit
+            | Builtin::MbarrierExpectTx
+            | Builtin::MbarrierWait
+            | Builtin::TmaLoad { .. },
             _,
         ) => found = true,
         ExprKind::Call(id, _) => calls.push(*id),
@@ -720,7 +776,7 @@ pub fn uses_wgmma(m: &Module, f: &Function) -> bool {
     found
         || calls
             .iter()
-            .any(|id| uses_wgmma(m, &m.functions[id.0 as usize]))
+            .any(|id| needs_sm90a(m, &m.functions[id.0 as usize]))
 }
 
 /// Whether evaluating `e` does more than compute a value (calls, warp operations, atomics,

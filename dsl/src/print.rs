@@ -105,6 +105,20 @@ impl<'m> Printer<'m> {
                 "    grid({}) block({x}, {y}, {z})",
                 grid.join(", ")
             );
+            for (i, m) in launch.tensor_maps.iter().enumerate() {
+                let _ = writeln!(
+                    self.out,
+                    "    tensor_map #{i} @{} = {}[{}][{}] {} box [{}][{}]{}",
+                    m.name,
+                    self.var(m.param.0),
+                    self.expr(&m.rows),
+                    self.expr(&m.cols),
+                    m.elem.name(),
+                    m.box_rows,
+                    m.box_cols,
+                    if m.swizzled() { " swizzle" } else { "" }
+                );
+            }
         }
         self.out.push_str("{\n");
         for (i, a) in f.shared.iter().enumerate() {
@@ -391,6 +405,10 @@ fn builtin(b: Builtin) -> String {
         Builtin::WgmmaCommit => "wgmma_commit",
         Builtin::WgmmaWait(n) => return format!("wgmma_wait<{n}>"),
         Builtin::FenceProxyAsync => "fence_proxy_async",
+        Builtin::MbarrierInit => "mbarrier_init",
+        Builtin::MbarrierExpectTx => "mbarrier_expect_tx",
+        Builtin::MbarrierWait => "mbarrier_wait",
+        Builtin::TmaLoad { map } => return format!("tma_load<map={map}>"),
     };
     name.to_string()
 }

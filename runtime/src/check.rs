@@ -142,6 +142,12 @@ pub enum LaunchError {
         bytes: u64,
         max: u32,
     },
+    #[error("kernel `{kernel}`: tensor map over `{param}`: {reason}")]
+    TensorMap {
+        kernel: String,
+        param: String,
+        reason: String,
+    },
 }
 
 const AXES: [char; 3] = ['x', 'y', 'z'];
@@ -288,21 +294,69 @@ fn check_args(sig: &KernelSignature, args: &[ArgDesc]) -> Result<(), LaunchError
     Ok(())
 }
 
+/// The value of `name` in a manifest expression: an integer scalar argument, else a
+/// specialization constant.
+fn lookup_name(sig: &KernelSignature, args: &[ArgDesc], name: &str) -> Option<i128> {
+    let from_args = sig
+        .params
+        .iter()
+        .zip(args)
+        .find(|(p, _)| p.name == name)
+        .and_then(|(_, arg)| match arg {
+            ArgDesc::Scalar(v) => v.as_integer(),
+            ArgDesc::Buffer { .. } => None,
+        });
+    from_args.or_else(|| sig.specialization_int(name))
+}
+
+/// The (rows, columns) of each of the kernel's tensor maps for these arguments (checked by
+/// [`plan_launch`]), each within its buffer and with rows a multiple of 16 bytes, as TMA needs.
+pub fn tensor_map_extents(
+    sig: &KernelSignature,
+    args: &[ArgDesc],
+) -> Result<Vec<[u64; 2]>, LaunchError> {
+    let lookup = |name: &str| lookup_name(sig, args, name);
+    let mut out = Vec::with_capacity(sig.tensor_maps.len());
+    for m in &sig.tensor_maps {
+        let param = &sig.params[m.param].name;
+        let bad = |reason: String| LaunchError::TensorMap {
+            kernel: sig.name.clone(),
+            param: param.clone(),
+            reason,
+        };
+        let mut extent = [0u64; 2];
+        for (slot, expr) in extent.iter_mut().zip([&m.rows, &m.cols]) {
+            let v = expr.eval(&lookup).map_err(|e| bad(e.to_string()))?;
+            *slot = u64::try_from(v)
+                .ok()
+                .filter(|&v| (1..1 << 32).contains(&v))
+                .ok_or_else(|| bad(format!("`{}` is {v}, not 1 to 2^32 - 1", expr.text())))?;
+        }
+        let [rows, cols] = extent;
+        let row_bytes = cols * m.elem.size_bytes() as u64;
+        if row_bytes % 16 != 0 {
+            return Err(bad(format!(
+                "rows of {cols} elements are {row_bytes} bytes, not a multiple of 16"
+            )));
+        }
+        let len = match args.get(m.param) {
+            Some(ArgDesc::Buffer { len, .. }) => *len as u64,
+            _ => 0,
+        };
+        if rows * cols > len {
+            return Err(bad(format!(
+                "{rows} x {cols} elements do not fit the buffer's {len}"
+            )));
+        }
+        out.push(extent);
+    }
+    Ok(out)
+}
+
 /// Evaluates the manifest's grid expressions with names bound to the integer scalar arguments,
 /// falling back to the specialization constants.
 fn evaluate_grid(sig: &KernelSignature, args: &[ArgDesc]) -> Result<[i128; 3], LaunchError> {
-    let lookup = |name: &str| {
-        let from_args = sig
-            .params
-            .iter()
-            .zip(args)
-            .find(|(p, _)| p.name == name)
-            .and_then(|(_, arg)| match arg {
-                ArgDesc::Scalar(v) => v.as_integer(),
-                ArgDesc::Buffer { .. } => None,
-            });
-        from_args.or_else(|| sig.specialization_int(name))
-    };
+    let lookup = |name: &str| lookup_name(sig, args, name);
     let mut out = [0i128; 3];
     for (i, expr) in sig.grid.iter().enumerate() {
         out[i] = expr.eval(&lookup).map_err(|source| LaunchError::GridExpr {

@@ -4,10 +4,13 @@
 use std::sync::atomic::Ordering;
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaStream, DevicePtr, LaunchArgs, LaunchConfig, PushKernelArg,
+};
 
 use crate::buffer::{DeviceBuffer, Storage};
-use crate::check::{plan_launch, ArgDesc, Grid, LaunchDims};
+use crate::check::{plan_launch, tensor_map_extents, ArgDesc, Grid, LaunchDims};
+use crate::tensor_map::{encode, TensorMapArg};
 use crate::dtype::{DType, DeviceElem, ScalarValue};
 use crate::emulated::{HostArg, HostLauncher};
 use crate::error::{During, Result, RuntimeError};
@@ -128,6 +131,7 @@ impl Kernel {
             self.shared_opt_in_done.store(true, Ordering::Relaxed);
         }
 
+        let maps = self.tensor_maps(stream, args)?;
         let cfg = LaunchConfig {
             grid_dim: dims.grid.into(),
             block_dim: dims.block.into(),
@@ -154,11 +158,42 @@ impl Kernel {
                 Arg::Scalar(v) => push_scalar(&mut builder, v),
             }
         }
+        for map in &maps {
+            builder.arg(map);
+        }
         // SAFETY: the arguments match the kernel's parameter list in count, order and type
         // (checked above against the manifest the compiler wrote with this PTX), and every
         // buffer outlives the launch through cudarc's stream-ordered frees.
         unsafe { builder.launch(cfg) }.during("launching a kernel")?;
         Ok(())
+    }
+
+    /// The kernel's tensor maps over these arguments' buffers, encoded for this launch.
+    fn tensor_maps(&self, stream: &CudaStream, args: &[Arg<'_>]) -> Result<Vec<TensorMapArg>> {
+        if self.sig.tensor_maps.is_empty() {
+            return Ok(Vec::new());
+        }
+        let descs: Vec<ArgDesc> = args.iter().map(Arg::desc).collect();
+        let extents = tensor_map_extents(&self.sig, &descs)?;
+        self.sig
+            .tensor_maps
+            .iter()
+            .zip(extents)
+            .map(|(spec, extent)| {
+                let ptr = match &args[spec.param] {
+                    Arg::Buffer {
+                        raw: Storage::Cuda(raw),
+                        ..
+                    }
+                    | Arg::BufferMut {
+                        raw: Storage::Cuda(raw),
+                        ..
+                    } => raw.device_ptr(stream).0,
+                    _ => return Err(RuntimeError::WrongDevice),
+                };
+                encode(spec, ptr, extent).during("encoding a TMA tensor map")
+            })
+            .collect()
     }
 
     /// Hands the launch to the emulated device's launcher, each buffer cut to its `len`

@@ -36,11 +36,14 @@ mod module;
 mod pool;
 mod signature;
 mod stream;
+mod tensor_map;
 mod timing;
 
 pub use blas::{Blas, GemmOutput};
 pub use buffer::{DeviceBuffer, Storage};
-pub use check::{plan_launch, ArgDesc, DeviceLimits, Grid, LaunchDims, LaunchError};
+pub use check::{
+    plan_launch, tensor_map_extents, ArgDesc, DeviceLimits, Grid, LaunchDims, LaunchError,
+};
 pub use device::{driver_present, Device, DeviceProps};
 pub use dtype::{DType, DeviceElem, ElemType, ScalarValue};
 pub use emulated::{HostArg, HostLauncher};
@@ -50,7 +53,7 @@ pub use grid_expr::{GridExpr, GridExprError};
 pub use launch::Arg;
 pub use module::Kernel;
 pub use pool::{size_class, ActivationPool, SizeClassPool};
-pub use signature::{KernelSignature, Param, ParamKind, SignatureError};
+pub use signature::{KernelSignature, Param, ParamKind, SignatureError, TensorMapSpec};
 pub use stream::Stream;
 pub use timing::{median, time_median_ms, Event};
 

@@ -50,6 +50,12 @@ pub enum SignatureError {
     },
     #[error("kernel name `{0}` is not a valid identifier")]
     BadName(String),
+    #[error("kernel `{kernel}`: tensor map over `{param}`: {reason}")]
+    TensorMap {
+        kernel: String,
+        param: String,
+        reason: String,
+    },
 }
 
 /// How a kernel parameter is passed.
@@ -81,6 +87,21 @@ pub struct KernelSignature {
     pub dynamic_shared_bytes: u32,
     /// Compile-time parameters and the values this PTX was specialized with.
     pub specialization: Vec<(String, String)>,
+    /// TMA tensor maps, which the launch encodes and passes after the arguments.
+    pub tensor_maps: Vec<TensorMapSpec>,
+}
+
+/// A tensor map over view parameter `param` (an index into `params`): `rows` x `cols` elements
+/// with dense rows, copied in boxes of `box_dims` (rows, columns), 128-byte swizzled if
+/// `swizzle`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMapSpec {
+    pub param: usize,
+    pub elem: DType,
+    pub rows: GridExpr,
+    pub cols: GridExpr,
+    pub box_dims: [u32; 2],
+    pub swizzle: bool,
 }
 
 // Unknown fields are ignored, so the compiler can add fields without breaking the runtime.
@@ -96,6 +117,19 @@ struct RawSignature {
     dynamic_shared_bytes: u32,
     #[serde(default)]
     specialization: Vec<(String, serde_json::Value)>,
+    #[serde(default)]
+    tensor_maps: Vec<RawTensorMap>,
+}
+
+#[derive(Deserialize)]
+struct RawTensorMap {
+    param: String,
+    rows: String,
+    cols: String,
+    #[serde(rename = "box")]
+    box_dims: [u32; 2],
+    #[serde(default)]
+    swizzle: bool,
 }
 
 #[derive(Deserialize)]
@@ -197,6 +231,45 @@ impl KernelSignature {
         }
         let grid: [GridExpr; 3] = grid.try_into().expect("three grid axes");
 
+        let mut tensor_maps = Vec::with_capacity(raw.tensor_maps.len());
+        for m in raw.tensor_maps {
+            let bad = |reason: String| SignatureError::TensorMap {
+                kernel: kernel.clone(),
+                param: m.param.clone(),
+                reason,
+            };
+            let view = params.iter().enumerate().find_map(|(i, p)| match p.kind {
+                ParamKind::View { elem, .. } if p.name == m.param && elem.lanes == 1 => {
+                    Some((i, elem.scalar))
+                }
+                _ => None,
+            });
+            let (param, elem) =
+                view.ok_or_else(|| bad("no view parameter of scalars has that name".into()))?;
+            let mut extents = Vec::with_capacity(2);
+            for text in [&m.rows, &m.cols] {
+                let expr = GridExpr::parse(text).map_err(|e| bad(e.to_string()))?;
+                let bound = |name: &str| {
+                    params.iter().any(|p| {
+                        p.name == name && matches!(p.kind, ParamKind::Scalar(t) if is_index_type(t))
+                    }) || specialization_value(&specialization, name).is_some()
+                };
+                if let Some(name) = expr.names().into_iter().find(|n| !bound(n)) {
+                    return Err(bad(format!("`{name}` in `{text}` is not an integer parameter")));
+                }
+                extents.push(expr);
+            }
+            let [rows, cols]: [GridExpr; 2] = extents.try_into().expect("two extents");
+            tensor_maps.push(TensorMapSpec {
+                param,
+                elem,
+                rows,
+                cols,
+                box_dims: m.box_dims,
+                swizzle: m.swizzle,
+            });
+        }
+
         Ok(KernelSignature {
             name: kernel,
             params,
@@ -205,6 +278,7 @@ impl KernelSignature {
             static_shared_bytes: raw.static_shared_bytes,
             dynamic_shared_bytes: raw.dynamic_shared_bytes,
             specialization,
+            tensor_maps,
         })
     }
 

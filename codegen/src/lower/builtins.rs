@@ -180,6 +180,13 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 self.wgmma((acc, first, n), vals[0], vals[1], span)?;
                 return Ok(None);
             }
+            Builtin::MbarrierInit
+            | Builtin::MbarrierExpectTx
+            | Builtin::MbarrierWait
+            | Builtin::TmaLoad { .. } => {
+                self.async_copy_op(builtin, &vals, span)?;
+                return Ok(None);
+            }
             Builtin::WgmmaFence
             | Builtin::WgmmaCommit
             | Builtin::WgmmaWait(_)

@@ -8,6 +8,7 @@ mod ll;
 mod shared;
 mod stmt;
 mod tensor;
+mod tma;
 mod types;
 
 use inkwell::attributes::AttributeLoc;
@@ -17,6 +18,7 @@ use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum, FunctionType};
+use inkwell::AddressSpace;
 use inkwell::values::{
     BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue, PointerValue,
 };
@@ -71,11 +73,11 @@ pub(crate) fn lower_module<'ctx>(
         // LLVM would emit the PTX anyway; ptxas or the driver would then reject it.
         if matches!(f.kind, FunctionKind::Kernel(_))
             && opts.arch.name != "sm_90a"
-            && ir::uses_wgmma(ir, f)
+            && ir::needs_sm90a(ir, f)
         {
             diags.push(Diagnostic::error(
                 format!(
-                    "kernel `{}` uses `wgmma` (or its async-proxy fence), which only sm_90a (H100, H200) builds take; this build is for {}",
+                    "kernel `{}` uses sm_90a-only instructions (`wgmma`, the async-proxy fence, mbarriers or TMA), which only sm_90a (H100, H200) builds take; this build is for {}",
                     f.name, opts.arch.name
                 ),
                 f.span,
@@ -141,11 +143,17 @@ fn declare<'ctx>(
     types: &Types<'ctx>,
     f: &Function,
 ) -> FunctionValue<'ctx> {
-    let params: Vec<BasicTypeEnum> = f
+    let mut params: Vec<BasicTypeEnum> = f
         .params
         .iter()
         .filter_map(|id| types.value(&f.vars[id.0 as usize].ty))
         .collect();
+    let maps = match &f.kind {
+        FunctionKind::Kernel(launch) => launch.tensor_maps.len(),
+        FunctionKind::Device => 0,
+    };
+    // Tensor maps follow the parameters, each a 128-byte CUtensorMap passed by value.
+    params.extend((0..maps).map(|_| BasicTypeEnum::from(ctx.ptr_type(AddressSpace::default()))));
     let ty = fn_type(ctx, types.value(&f.ret), &params);
     let llfn = match &f.kind {
         FunctionKind::Kernel(launch) => {
@@ -155,6 +163,17 @@ fn declare<'ctx>(
             // LLVM 22 reads launch bounds from this attribute and prints `.maxntid x, y, z`.
             let bound = ctx.create_string_attribute("nvvm.maxntid", &format!("{x},{y},{z}"));
             llfn.add_attribute(AttributeLoc::Function, bound);
+            // `byval` in the param space, 64-byte aligned as the driver wants it, and a grid
+            // constant so that its address (cvta.param) reaches TMA without a local copy.
+            let map_ty = ctx.i64_type().array_type(16);
+            for i in f.params.len()..f.params.len() + maps {
+                let at = AttributeLoc::Param(i as u32);
+                let byval = inkwell::attributes::Attribute::get_named_enum_kind_id("byval");
+                llfn.add_attribute(at, ctx.create_type_attribute(byval, map_ty.into()));
+                let align = inkwell::attributes::Attribute::get_named_enum_kind_id("align");
+                llfn.add_attribute(at, ctx.create_enum_attribute(align, 64));
+                llfn.add_attribute(at, ctx.create_string_attribute("nvvm.grid_constant", ""));
+            }
             llfn
         }
         FunctionKind::Device => {

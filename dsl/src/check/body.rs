@@ -3,11 +3,11 @@
 use std::collections::HashMap;
 
 use super::expr::mk;
-use super::{builtins, eval_or_report, Checker, Reported, Res};
+use super::{builtins, eval_or_report, Checker, Lookup, Reported, Res};
 use crate::ast::{self, ExprKind, StmtKind};
 use crate::consteval::{self, ConstError};
 use crate::diag::{Diagnostic, Span};
-use crate::ir::{self, ConstValue, Scalar, SharedId, Type, VarId};
+use crate::ir::{self, ConstValue, Scalar, SharedId, Space, Type, VarId};
 
 /// What kind of code is being checked.
 pub enum Context {
@@ -24,6 +24,8 @@ pub enum Context {
 pub enum Binding {
     Var(VarId),
     Shared(SharedId),
+    /// A tensor map, by index into the kernel's `tensor_maps` (only `tma_load` takes it).
+    TensorMap(u32),
     /// A compile-time parameter.
     Const(Scalar, ConstValue),
     /// A variable whose declaration failed to check; uses are not reported again.
@@ -66,6 +68,7 @@ pub struct FnCx<'c, 'a> {
     pub vars: Vec<ir::Var>,
     origins: Vec<Origin>,
     pub shared: Vec<ir::SharedArray>,
+    pub tensor_maps: Vec<ir::TensorMap>,
     scopes: Vec<HashMap<String, (Binding, Span)>>,
     loops: Vec<LoopKind>,
     /// Device functions called, by index into `Checker::fns`, with the call's span.
@@ -83,6 +86,7 @@ impl<'c, 'a> FnCx<'c, 'a> {
             vars: Vec::new(),
             origins: Vec::new(),
             shared: Vec::new(),
+            tensor_maps: Vec::new(),
             scopes: vec![HashMap::new()],
             loops: Vec::new(),
             calls: Vec::new(),
@@ -196,6 +200,13 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 ty,
                 init,
             } => {
+                if let Some(args) = self.tensor_map_call(init) {
+                    let declared = self.tensor_map_decl(name, *mutable, ty.is_some(), args, s.span, top);
+                    if declared.is_err() {
+                        self.bind(&name.name, Binding::Poisoned, name.span);
+                    }
+                    return declared.map(|()| Vec::new());
+                }
                 let init = self.let_init(ty.as_ref(), init);
                 let Ok(init) = init else {
                     self.bind(&name.name, Binding::Poisoned, name.span);
@@ -404,6 +415,136 @@ impl<'c, 'a> FnCx<'c, 'a> {
         Ok(())
     }
 
+    /// The first part of `e` the host cannot evaluate from a launch's arguments: anything but
+    /// constants, the kernel's parameters, integer arithmetic, `select`, `min` and `max`.
+    pub fn host_unknown(&self, e: &ir::Expr) -> Option<Span> {
+        use ir::ExprKind as K;
+        match &e.kind {
+            K::Const(_) => None,
+            K::Var(id) if self.origins[id.0 as usize] == Origin::Param => None,
+            K::Unary(_, x) | K::Cast(x) => self.host_unknown(x),
+            K::Binary(_, a, b) | K::Logical(_, a, b) => {
+                self.host_unknown(a).or_else(|| self.host_unknown(b))
+            }
+            K::Select(c, a, b) => self
+                .host_unknown(c)
+                .or_else(|| self.host_unknown(a))
+                .or_else(|| self.host_unknown(b)),
+            K::Builtin(ir::Builtin::Max | ir::Builtin::Min, args) => {
+                args.iter().find_map(|a| self.host_unknown(a))
+            }
+            _ => Some(e.span),
+        }
+    }
+
+    /// The arguments of `init` when it is a call of the built-in `tensor_map` (not shadowed by
+    /// a function of that name).
+    fn tensor_map_call<'e>(&self, init: &'e ast::Expr) -> Option<&'e [ast::Expr]> {
+        match &init.kind {
+            ast::ExprKind::Call { callee, args }
+                if callee.name == "tensor_map"
+                    && matches!(self.ck.lookup(self.file, "tensor_map"), Lookup::Missing) =>
+            {
+                Some(args)
+            }
+            _ => None,
+        }
+    }
+
+    /// `let m = tensor_map(x, rows, cols, box_rows, box_cols)` at the top of a kernel body: `x`
+    /// a global view parameter of 1-, 2-, 4- or 8-byte scalars, `rows` and `cols` over the
+    /// scalar parameters and constants (the host evaluates them), the box constants of 1 to
+    /// 256 with rows a multiple of 16 bytes.
+    fn tensor_map_decl(
+        &mut self,
+        name: &ast::Ident,
+        mutable: bool,
+        typed: bool,
+        args: &[ast::Expr],
+        span: Span,
+        top: bool,
+    ) -> Res<()> {
+        if !top || !matches!(self.context, Context::Kernel) || mutable || typed {
+            let d = Diagnostic::error(
+                "a tensor map is declared as `let name = tensor_map(...)`, without a type, at the top level of a kernel body",
+                span,
+            );
+            return Err(self.error(d));
+        }
+        self.arity("tensor_map", args, 5, span)?;
+        let param = match &args[0].kind {
+            ast::ExprKind::Name(n) => match self.lookup(n) {
+                Some(Binding::Var(id)) if self.origins[id.0 as usize] == Origin::Param => Some(*id),
+                _ => None,
+            },
+            _ => None,
+        };
+        let elem = param.and_then(|id| match &self.vars[id.0 as usize].ty {
+            Type::View {
+                space: Space::Global,
+                elem,
+                ..
+            } => elem.scalar().filter(|s| matches!(s.size(), 1 | 2 | 4 | 8)),
+            _ => None,
+        });
+        let (Some(param), Some(elem)) = (param, elem) else {
+            let d = Diagnostic::error(
+                "the first argument of `tensor_map` must be a global view parameter of the kernel with 1-, 2-, 4- or 8-byte scalar elements",
+                args[0].span,
+            );
+            return Err(self.error(d));
+        };
+        let u32_ty = Type::Scalar(Scalar::U32);
+        let mut extents = Vec::new();
+        for (a, what) in args[1..3].iter().zip(["rows", "columns"]) {
+            let x = self.expect(a, &u32_ty, &format!("a tensor map's {what}"))?;
+            if let Some(at) = self.host_unknown(&x) {
+                let d = Diagnostic::error(
+                    "a tensor map's rows and columns may only use the kernel's scalar parameters and constants",
+                    at,
+                );
+                return Err(self.error(d));
+            }
+            extents.push(x);
+        }
+        let mut boxes = Vec::new();
+        for (a, what) in args[3..].iter().zip(["box rows", "box columns"]) {
+            let v = self.constant(a, Scalar::U32, &format!("a tensor map's {what}"))?;
+            match v {
+                ConstValue::Int(v @ 1..=256) => boxes.push(v as u32),
+                _ => {
+                    let d = Diagnostic::error(
+                        format!("a tensor map's {what} must be 1 to 256"),
+                        a.span,
+                    );
+                    return Err(self.error(d));
+                }
+            }
+        }
+        let row_bytes = boxes[1] * elem.size();
+        if row_bytes % 16 != 0 {
+            let d = Diagnostic::error(
+                format!("a tensor map's box rows must be a multiple of 16 bytes, found {row_bytes}"),
+                args[4].span,
+            );
+            return Err(self.error(d));
+        }
+        let [rows, cols]: [ir::Expr; 2] = extents.try_into().map_err(|_| Reported)?;
+        self.tensor_maps.push(ir::TensorMap {
+            name: name.name.clone(),
+            param,
+            elem,
+            rows,
+            cols,
+            box_rows: boxes[0],
+            box_cols: boxes[1],
+            span: name.span,
+        });
+        let id = self.tensor_maps.len() as u32 - 1;
+        self.bind(&name.name, Binding::TensorMap(id), name.span);
+        Ok(())
+    }
+
     /// The layout `spec` of shared array `what` (dimensions `dims`, elements `elem`): `swizzle`
     /// needs rows of 1 to 8 (a power of two) whole 16-byte chunks of elements that divide a
     /// chunk, `pad(P)` a positive constant P; both need rows (two dimensions or more).
@@ -585,6 +726,13 @@ impl<'c, 'a> FnCx<'c, 'a> {
                     Some(Binding::Shared(_)) => {
                         let d = Diagnostic::error(
                             format!("cannot assign to shared array `{n}`; assign to its elements, `{n}[i] = ...`"),
+                            target.span,
+                        );
+                        return Err(self.error(d));
+                    }
+                    Some(Binding::TensorMap(_)) => {
+                        let d = Diagnostic::error(
+                            format!("cannot assign to tensor map `{n}`"),
                             target.span,
                         );
                         return Err(self.error(d));
@@ -1148,3 +1296,4 @@ pub fn always_returns(block: &ir::Block) -> bool {
         _ => false,
     })
 }
+

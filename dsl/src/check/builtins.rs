@@ -1,6 +1,6 @@
 //! Calls: built-in functions, vector constructors and device functions.
 
-use super::body::FnCx;
+use super::body::{Binding, FnCx};
 use super::expr::{int_const, mk};
 use super::{eval_or_report, suggest, types, ItemRef, Lookup, Res};
 use crate::ast;
@@ -43,6 +43,12 @@ pub enum Name {
     WgmmaCommit,
     WgmmaWait,
     FenceProxyAsync,
+    MbarrierInit,
+    MbarrierExpectTx,
+    MbarrierWait,
+    TmaLoad,
+    /// `tensor_map(...)`, which is only a declaration (`let m = tensor_map(...)`).
+    TensorMap,
 }
 
 const TABLE: &[(&str, Name)] = &[
@@ -98,6 +104,11 @@ const TABLE: &[(&str, Name)] = &[
     ("wgmma_commit", Name::WgmmaCommit),
     ("wgmma_wait", Name::WgmmaWait),
     ("fence_proxy_async", Name::FenceProxyAsync),
+    ("mbarrier_init", Name::MbarrierInit),
+    ("mbarrier_expect_tx", Name::MbarrierExpectTx),
+    ("mbarrier_wait", Name::MbarrierWait),
+    ("tma_load", Name::TmaLoad),
+    ("tensor_map", Name::TensorMap),
 ];
 
 pub fn lookup(name: &str) -> Option<Name> {
@@ -487,6 +498,34 @@ impl FnCx<'_, '_> {
                 };
                 Ok(mk(ir::ExprKind::Builtin(op, vec![]), Type::Void, span))
             }
+            Name::MbarrierInit | Name::MbarrierExpectTx | Name::MbarrierWait => {
+                self.arity(name, args, 2, span)?;
+                let bar = self.mbarrier(name, &args[0]);
+                let what = match b {
+                    Name::MbarrierInit => "the arrival count of `mbarrier_init`",
+                    Name::MbarrierExpectTx => "the byte count of `mbarrier_expect_tx`",
+                    _ => "the phase parity of `mbarrier_wait`",
+                };
+                let n = self.expect(&args[1], &Type::Scalar(Scalar::U32), what);
+                let op = match b {
+                    Name::MbarrierInit => Builtin::MbarrierInit,
+                    Name::MbarrierExpectTx => Builtin::MbarrierExpectTx,
+                    _ => Builtin::MbarrierWait,
+                };
+                Ok(mk(
+                    ir::ExprKind::Builtin(op, vec![bar?, n?]),
+                    Type::Void,
+                    span,
+                ))
+            }
+            Name::TmaLoad => self.tma_load(args, span),
+            Name::TensorMap => {
+                let d = Diagnostic::error(
+                    "`tensor_map(...)` declares a tensor map: write `let name = tensor_map(...)` at the top level of a kernel body",
+                    span,
+                );
+                Err(self.error(d))
+            }
             Name::WgmmaWait => {
                 self.arity(name, args, 1, span)?;
                 let what = "the number of groups `wgmma_wait` leaves in flight";
@@ -625,6 +664,58 @@ impl FnCx<'_, '_> {
             n: n as u16,
         };
         Ok(mk(ir::ExprKind::Builtin(op, vec![a, b]), Type::Void, span))
+    }
+
+    /// An mbarrier operand of `name`: a shared `u64`, as `bars[i]` or a view.
+    fn mbarrier(&mut self, name: &str, e: &ast::Expr) -> Res<ir::Expr> {
+        let bar = self.address(e)?;
+        match &bar.ty {
+            Type::View {
+                space: Space::Shared,
+                elem,
+                mutable: true,
+            } if elem.scalar() == Some(Scalar::U64) => Ok(bar),
+            _ => Err(self.bad_arg(name, "a shared `u64` mbarrier (like `bars[i]`)", &bar)),
+        }
+    }
+
+    /// `tma_load(dst, map, row, col, bar)`: the box of tensor map `map` at (row, col) into
+    /// `dst`, a shared view of the map's elements, completing on mbarrier `bar`.
+    fn tma_load(&mut self, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
+        self.arity("tma_load", args, 5, span)?;
+        let map = match &args[1].kind {
+            ast::ExprKind::Name(n) => match self.lookup(n) {
+                Some(Binding::TensorMap(i)) => Some(*i),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(map) = map else {
+            let d = Diagnostic::error(
+                "the second argument of `tma_load` must be a tensor map (`let m = tensor_map(...)`)",
+                args[1].span,
+            );
+            return Err(self.error(d));
+        };
+        let elem = self.tensor_maps[map as usize].elem;
+        let dst = self.address(&args[0])?;
+        let fits = matches!(
+            &dst.ty,
+            Type::View { space: Space::Shared, elem: e, mutable: true } if e.scalar() == Some(elem)
+        );
+        if !fits {
+            let need = format!("a shared view of `{}` (the tensor map's elements)", elem.name());
+            return Err(self.bad_arg("tma_load", &need, &dst));
+        }
+        let u32_ty = Type::Scalar(Scalar::U32);
+        let row = self.expect(&args[2], &u32_ty, "the row of `tma_load`");
+        let col = self.expect(&args[3], &u32_ty, "the column of `tma_load`");
+        let bar = self.mbarrier("tma_load", &args[4]);
+        Ok(mk(
+            ir::ExprKind::Builtin(Builtin::TmaLoad { map }, vec![dst, row?, col?, bar?]),
+            Type::Void,
+            span,
+        ))
     }
 
     /// A shared-memory address operand: a view, or an element of a shared array `s[i][j]`

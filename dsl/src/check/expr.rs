@@ -345,6 +345,13 @@ impl FnCx<'_, '_> {
             Some(Binding::Const(s, v)) => {
                 return Ok(mk(ir::ExprKind::Const(v), Type::Scalar(s), span))
             }
+            Some(Binding::TensorMap(_)) => {
+                let d = Diagnostic::error(
+                    format!("`{n}` is a tensor map, which only `tma_load` takes"),
+                    span,
+                );
+                return Err(self.error(d));
+            }
             Some(Binding::Poisoned) => return Err(Reported),
             None => {}
         }

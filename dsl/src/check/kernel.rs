@@ -7,8 +7,8 @@ use super::types::{self, Usage};
 use super::{eval_or_report, suggest, Checked, Checker, Res};
 use crate::ast::{self, Item};
 use crate::consteval::{int_range, round_float};
-use crate::diag::{Diagnostic, Severity, Span};
-use crate::ir::{self, Builtin, ConstValue, ExprKind, Scalar, Type};
+use crate::diag::{Diagnostic, Severity};
+use crate::ir::{self, ConstValue, Scalar, Type};
 
 /// Threads per block that every supported arch allows.
 const MAX_THREADS: u64 = 1024;
@@ -164,24 +164,6 @@ fn parse_define(text: &str, s: Scalar) -> Option<ConstValue> {
     (lo..=hi).contains(&v).then_some(ConstValue::Int(v))
 }
 
-/// The first part of a grid expression the host cannot evaluate from the arguments.
-fn not_host_evaluable(e: &ir::Expr) -> Option<Span> {
-    match &e.kind {
-        ExprKind::Const(_) | ExprKind::Var(_) => None,
-        ExprKind::Unary(_, x) | ExprKind::Cast(x) => not_host_evaluable(x),
-        ExprKind::Binary(_, a, b) | ExprKind::Logical(_, a, b) => {
-            not_host_evaluable(a).or_else(|| not_host_evaluable(b))
-        }
-        ExprKind::Select(c, a, b) => not_host_evaluable(c)
-            .or_else(|| not_host_evaluable(a))
-            .or_else(|| not_host_evaluable(b)),
-        ExprKind::Builtin(Builtin::Max | Builtin::Min, args) => {
-            args.iter().find_map(not_host_evaluable)
-        }
-        _ => Some(e.span),
-    }
-}
-
 fn dims_count(cx: &mut FnCx<'_, '_>, dims: &ast::LaunchDims, what: &str) -> Res<()> {
     if (1..=3).contains(&dims.dims.len()) {
         return Ok(());
@@ -217,6 +199,7 @@ pub fn check_kernel(
     let grid = grid(&mut cx, &k.grid);
     let block = block(&mut cx, &k.block);
     let body = cx.body(&k.body);
+    let tensor_maps = std::mem::take(&mut cx.tensor_maps);
     let (vars, shared, calls, failed) = cx.finish();
     if failed {
         return None;
@@ -228,6 +211,7 @@ pub fn check_kernel(
                 block: block.ok()?,
                 grid: grid.ok()?,
                 specialization,
+                tensor_maps,
             }),
             params,
             ret: Type::Void,
@@ -311,7 +295,7 @@ fn grid(cx: &mut FnCx<'_, '_>, dims: &ast::LaunchDims) -> Res<[ir::Expr; 3]> {
         let Ok(x) = cx.expect(d, &u32_ty, "a grid dimension") else {
             continue;
         };
-        if let Some(at) = not_host_evaluable(&x) {
+        if let Some(at) = cx.host_unknown(&x) {
             let d = Diagnostic::error(
                 "`grid(...)` may only use the kernel's scalar parameters and constants",
                 at,

@@ -1,0 +1,101 @@
+//! Hopper's asynchronous copies: mbarriers and TMA tensor copies (`cp.async.bulk.tensor`), as
+//! inline PTX (LLVM 22's intrinsics for them change shape between versions; the PTX does not).
+
+use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum};
+use zinc_dsl::diag::Span;
+use zinc_dsl::ir::Builtin;
+
+use super::{internal, At, FnLowerer, Result};
+
+impl<'ctx> FnLowerer<'_, 'ctx> {
+    /// A shared-memory address as the 32-bit operand PTX's `.shared` instructions take.
+    fn shared_u32(&self, p: BasicValueEnum<'ctx>, span: Span) -> Result<BasicValueEnum<'ctx>> {
+        let i32_ty = self.ctx.i32_type();
+        Ok(self
+            .b
+            .build_ptr_to_int(p.into_pointer_value(), i32_ty, "")
+            .at(span)?
+            .into())
+    }
+
+    /// An inline PTX statement without results that touches memory.
+    fn asm_statement(
+        &self,
+        template: &str,
+        constraints: &str,
+        args: &[BasicValueEnum<'ctx>],
+        span: Span,
+    ) -> Result<()> {
+        let params: Vec<BasicMetadataTypeEnum> = args.iter().map(|a| a.get_type().into()).collect();
+        let fn_ty = self.ctx.void_type().fn_type(&params, false);
+        let asm = self.ctx.create_inline_asm(
+            fn_ty,
+            template.to_string(),
+            format!("{constraints},~{{memory}}"),
+            true,
+            false,
+            None,
+            false,
+        );
+        let args: Vec<BasicMetadataValueEnum> = args.iter().map(|&a| a.into()).collect();
+        self.b.build_indirect_call(fn_ty, asm, &args, "").at(span)?;
+        Ok(())
+    }
+
+    /// `mbarrier_init`, `mbarrier_expect_tx`, `mbarrier_wait` and `tma_load`.
+    pub(super) fn async_copy_op(
+        &self,
+        op: Builtin,
+        vals: &[BasicValueEnum<'ctx>],
+        span: Span,
+    ) -> Result<()> {
+        match (op, vals) {
+            (Builtin::MbarrierInit, [bar, count]) => self.asm_statement(
+                "mbarrier.init.shared::cta.b64 [$0], $1;\n\tfence.mbarrier_init.release.cluster;",
+                "r,r",
+                &[self.shared_u32(*bar, span)?, *count],
+                span,
+            ),
+            (Builtin::MbarrierExpectTx, [bar, bytes]) => self.asm_statement(
+                "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+                "r,r",
+                &[self.shared_u32(*bar, span)?, *bytes],
+                span,
+            ),
+            // try_wait suspends the thread for a while in hardware; the loop covers timeouts.
+            (Builtin::MbarrierWait, [bar, parity]) => self.asm_statement(
+                "{\n\t.reg .pred done;\n\tzinc_wait_${:uid}:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n\t@!done bra zinc_wait_${:uid};\n\t}",
+                "r,r",
+                &[self.shared_u32(*bar, span)?, *parity],
+                span,
+            ),
+            (Builtin::TmaLoad { map }, [dst, row, col, bar]) => {
+                let index = self.f.params.len() + map as usize;
+                let param = self
+                    .llfn
+                    .get_nth_param(index as u32)
+                    .ok_or_else(|| internal("tensor map parameter missing", span))?;
+                let i64_ty = self.ctx.i64_type();
+                let map_addr = self
+                    .b
+                    .build_ptr_to_int(param.into_pointer_value(), i64_ty, "")
+                    .at(span)?;
+                // Coordinates go innermost first: the column, then the row.
+                self.asm_statement(
+                    "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
+                    "r,l,r,r,r",
+                    &[
+                        self.shared_u32(*dst, span)?,
+                        map_addr.into(),
+                        *col,
+                        *row,
+                        self.shared_u32(*bar, span)?,
+                    ],
+                    span,
+                )
+            }
+            _ => Err(internal("malformed mbarrier or TMA operation", span)),
+        }
+    }
+}
