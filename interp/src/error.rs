@@ -147,6 +147,36 @@ pub enum ErrorKind {
         access: Access,
         issued: RaceAccess,
     },
+    /// Located at the access; `issued` is the `tma_load` whose mbarrier phase the accessing
+    /// thread has not waited for.
+    #[error("{access} of shared array `{array}` element {index} by {thread} before it waited for the mbarrier phase the {issued} completes on: call `mbarrier_wait` first")]
+    TmaInFlight {
+        array: String,
+        index: u64,
+        thread: ThreadId,
+        access: Access,
+        issued: RaceAccess,
+    },
+    /// Located at the wait.
+    #[error("`mbarrier_wait` by {thread} on mbarrier `{array}` byte {offset} for its phase of parity {parity}, which has not completed ({arrivals} arrivals and {tx_bytes} transaction bytes outstanding); nothing else runs while the block waits, so it never will")]
+    MbarrierDeadlock {
+        thread: ThreadId,
+        array: String,
+        offset: i64,
+        parity: u32,
+        arrivals: u32,
+        tx_bytes: i64,
+    },
+    #[error("{op} by {thread} on mbarrier `{array}` byte {offset}: {what}")]
+    Mbarrier {
+        op: &'static str,
+        thread: ThreadId,
+        array: String,
+        offset: i64,
+        what: String,
+    },
+    #[error("tensor map `{map}`: {what}")]
+    TensorMap { map: String, what: String },
     /// Located at the access.
     #[error("{access} of `{var}` element {index} while a wgmma that uses it as its {role} is in flight: wait for it first (`wgmma_wait`; undefined on the GPU)")]
     WgmmaInFlight {

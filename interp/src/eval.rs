@@ -277,20 +277,32 @@ impl<'m> Machine<'m, '_> {
                 index,
                 issued,
                 kind,
-            } => self.error_at(
-                span,
-                ErrorKind::CopyInFlight {
-                    array,
-                    index,
-                    thread: self.thread_id(t),
-                    access: kind,
-                    issued: RaceAccess {
-                        thread: self.thread_id(issued.thread as usize),
-                        access: Access::Write,
-                        at: Location::new(issued.site, self.sources),
+                tma,
+            } => {
+                let issued = RaceAccess {
+                    thread: self.thread_id(issued.thread as usize),
+                    access: Access::Write,
+                    at: Location::new(issued.site, self.sources),
+                };
+                let (thread, access) = (self.thread_id(t), kind);
+                let kind = match tma {
+                    true => ErrorKind::TmaInFlight {
+                        array,
+                        index,
+                        thread,
+                        access,
+                        issued,
                     },
-                },
-            ),
+                    false => ErrorKind::CopyInFlight {
+                        array,
+                        index,
+                        thread,
+                        access,
+                        issued,
+                    },
+                };
+                self.error_at(span, kind)
+            }
             Fault::Race {
                 array,
                 index,

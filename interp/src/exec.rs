@@ -11,6 +11,7 @@ use zinc_dsl::ir::{
 use crate::copy::Copies;
 use crate::error::{ErrorKind, InterpError, Location, ThreadId};
 use crate::memory::{Access, Memory, Site};
+use crate::tma::Mbarriers;
 use crate::value::Value;
 
 pub(crate) type Result<T> = std::result::Result<T, InterpError>;
@@ -174,6 +175,8 @@ pub(crate) struct Machine<'m, 'a> {
     pub copies: Vec<Copies<'m>>,
     /// The block's wgmmas in flight: their register-array operands.
     pub wgmma: WgmmaInFlight,
+    /// The block's mbarriers and the `tma_load`s waiting on them.
+    pub mbarriers: Mbarriers,
     frames: Vec<Frame<'m>>,
     steps: u64,
     step_limit: u64,
@@ -200,6 +203,7 @@ impl<'m, 'a> Machine<'m, 'a> {
             exited: Mask::empty(threads),
             copies: Vec::new(),
             wgmma: WgmmaInFlight::default(),
+            mbarriers: Mbarriers::default(),
             frames: Vec::new(),
             steps: 0,
             step_limit,
@@ -218,7 +222,8 @@ impl<'m, 'a> Machine<'m, 'a> {
         self.exited = Mask::empty(self.threads);
         self.copies = (0..self.threads).map(|_| Copies::default()).collect();
         self.wgmma = WgmmaInFlight::default();
-        self.mem.start_block();
+        self.mbarriers = Mbarriers::default();
+        self.mem.start_block(self.threads);
         let mut frame = Frame::new(kernel, self.threads);
         for (p, v) in kernel.params.iter().zip(params) {
             frame.vars[p.0 as usize] = vec![*v; self.threads];

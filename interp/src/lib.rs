@@ -48,6 +48,7 @@ mod eval;
 mod exec;
 mod memory;
 mod tensor;
+mod tma;
 mod value;
 
 use zinc_dsl::diag::SourceMap;

@@ -1,6 +1,7 @@
 //! Memory: host buffers bound to global views, the per-block shared memory with its race
 //! detector, and typed loads and stores through views with bounds checks.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use half::{bf16, f16};
@@ -234,12 +235,15 @@ pub(crate) enum Fault<'m> {
         earlier_kind: Access,
         kind: Access,
     },
-    /// An access to shared bytes that a `cp_async` (by `issued`) has not completed yet.
+    /// An access to shared bytes that a `cp_async` (by `issued`) has not completed yet, or
+    /// (`tma`) that a `tma_load` by `issued` wrote on an mbarrier phase the accessing thread has
+    /// not waited for.
     InFlight {
         array: String,
         index: u64,
         issued: Touch<'m>,
         kind: Access,
+        tma: bool,
     },
 }
 
@@ -280,14 +284,35 @@ struct SharedLayout {
     elem_size: usize,
 }
 
-/// One block's shared memory, laid out as code generation does (declaration order, each array at
-/// a 16-byte aligned offset).
+/// The mbarrier phase a `tma_load` completes on: its bytes are visible to a thread only once
+/// that thread has waited for the phase (or a block barrier followed another thread's wait).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TmaGuard {
+    /// The mbarrier's id (a fresh one per `mbarrier_init`).
+    pub barrier: u32,
+    /// The phase, counted from the initialization.
+    pub phase: u32,
+}
+
+/// An asynchronous copy into a shared byte: a `cp_async` (until its group completes) or a
+/// `tma_load` (guarded by its mbarrier phase).
+#[derive(Copy, Clone, Debug)]
+struct Pending<'m> {
+    who: Touch<'m>,
+    tma: Option<TmaGuard>,
+}
+
+/// One block's shared memory, laid out as code generation does (declaration order, each array
+/// at its alignment).
 struct Shared<'m> {
     arrays: Vec<SharedLayout>,
     bytes: Vec<u8>,
     logs: Vec<ByteLog<'m>>,
-    /// Per byte: the `cp_async` still copying into it.
-    in_flight: Vec<Option<Touch<'m>>>,
+    /// Per byte: the asynchronous copy still writing it.
+    in_flight: Vec<Option<Pending<'m>>>,
+    /// Per mbarrier id: per thread, how many of its phases the thread has seen complete.
+    observed: HashMap<u32, Vec<u32>>,
+    threads: usize,
     /// Barrier intervals are numbered; a log from an older interval counts as empty.
     interval: u32,
 }
@@ -300,7 +325,7 @@ impl<'m> Shared<'m> {
         let mut layout = Vec::with_capacity(arrays.len());
         let mut end = 0usize;
         for a in arrays {
-            let base = end.next_multiple_of(16);
+            let base = end.next_multiple_of(a.align() as usize);
             end = base + a.bytes() as usize;
             layout.push(SharedLayout {
                 name: a.name.clone(),
@@ -314,18 +339,88 @@ impl<'m> Shared<'m> {
             bytes: vec![POISON; end],
             logs: vec![ByteLog::default(); end],
             in_flight: vec![None; end],
+            observed: HashMap::new(),
+            threads: 0,
             interval: 0,
         }
     }
 
-    fn reset(&mut self) {
+    fn reset(&mut self, threads: usize) {
         self.bytes.fill(POISON);
         self.in_flight.fill(None);
+        self.observed.clear();
+        self.threads = threads;
         self.new_interval();
     }
 
     fn new_interval(&mut self) {
         self.interval += 1;
+    }
+
+    /// Whether `thread` has seen the phase of `guard` complete.
+    fn sees(&self, guard: TmaGuard, thread: u32) -> bool {
+        self.observed
+            .get(&guard.barrier)
+            .is_some_and(|seen| seen[thread as usize] > guard.phase)
+    }
+
+    /// Fails if an asynchronous copy the accessing thread may not see yet writes `byte`.
+    fn check_pending(
+        &self,
+        array: usize,
+        byte: usize,
+        who: Touch<'m>,
+        kind: Access,
+    ) -> Result<(), Fault<'m>> {
+        let layout = &self.arrays[array];
+        match self.in_flight[layout.base + byte] {
+            Some(p) if p.tma.is_none_or(|g| !self.sees(g, who.thread)) => Err(Fault::InFlight {
+                array: layout.name.clone(),
+                index: (byte / layout.elem_size) as u64,
+                issued: p.who,
+                kind,
+                tma: p.tma.is_some(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Fails if another thread accessed `byte` in this barrier interval in a way that conflicts
+    /// with `kind`; records the access when `record`.
+    fn check_race(
+        &mut self,
+        array: usize,
+        byte: usize,
+        who: Touch<'m>,
+        kind: Access,
+        record: bool,
+    ) -> Result<(), Fault<'m>> {
+        let layout = &self.arrays[array];
+        let log = &mut self.logs[layout.base + byte];
+        if log.interval != self.interval {
+            *log = ByteLog {
+                interval: self.interval,
+                ..ByteLog::default()
+            };
+        }
+        let conflict = Access::ALL.into_iter().find_map(|earlier_kind| {
+            let earlier = log.seen[earlier_kind as usize].other_than(who.thread)?;
+            kind.conflicts_with(earlier_kind)
+                .then_some((earlier, earlier_kind))
+        });
+        if let Some((earlier, earlier_kind)) = conflict {
+            return Err(Fault::Race {
+                array: layout.name.clone(),
+                index: (byte / layout.elem_size) as u64,
+                earlier,
+                earlier_kind,
+                kind,
+            });
+        }
+        if record {
+            log.seen[kind as usize].add(who);
+        }
+        Ok(())
     }
 
     /// Record an access to `range` and report a conflict with another thread's access in the
@@ -338,38 +433,15 @@ impl<'m> Shared<'m> {
         who: Touch<'m>,
         kind: Access,
     ) -> Result<(), Fault<'m>> {
-        let layout = &self.arrays[array];
+        let base = self.arrays[array].base;
         for byte in start..start + len {
-            if let Some(issued) = self.in_flight[layout.base + byte] {
-                return Err(Fault::InFlight {
-                    array: layout.name.clone(),
-                    index: (byte / layout.elem_size) as u64,
-                    issued,
-                    kind,
-                });
+            self.check_pending(array, byte, who, kind)?;
+            self.check_race(array, byte, who, kind, true)?;
+            // A thread that may read a landed TMA byte may also overwrite it; after that the
+            // byte is an ordinary one.
+            if kind != Access::Read {
+                self.in_flight[base + byte] = None;
             }
-            let log = &mut self.logs[layout.base + byte];
-            if log.interval != self.interval {
-                *log = ByteLog {
-                    interval: self.interval,
-                    ..ByteLog::default()
-                };
-            }
-            let conflict = Access::ALL.into_iter().find_map(|earlier_kind| {
-                let earlier = log.seen[earlier_kind as usize].other_than(who.thread)?;
-                kind.conflicts_with(earlier_kind)
-                    .then_some((earlier, earlier_kind))
-            });
-            if let Some((earlier, earlier_kind)) = conflict {
-                return Err(Fault::Race {
-                    array: layout.name.clone(),
-                    index: (byte / layout.elem_size) as u64,
-                    earlier,
-                    earlier_kind,
-                    kind,
-                });
-            }
-            log.seen[kind as usize].add(who);
         }
         Ok(())
     }
@@ -404,14 +476,20 @@ impl<'m, 'a> Memory<'m, 'a> {
         }
     }
 
-    /// Start a new block: poisoned shared memory, no accesses logged.
-    pub fn start_block(&mut self) {
-        self.shared.reset();
+    /// Start a new block of `threads` threads: poisoned shared memory, no accesses logged.
+    pub fn start_block(&mut self, threads: usize) {
+        self.shared.reset(threads);
     }
 
-    /// A barrier: accesses before it can no longer race with accesses after it.
+    /// A barrier: accesses before it can no longer race with accesses after it, and an mbarrier
+    /// phase one thread has waited for is seen by all (the barrier orders the wait before
+    /// everything after it).
     pub fn barrier(&mut self) {
         self.shared.new_interval();
+        for seen in self.shared.observed.values_mut() {
+            let latest = seen.iter().copied().max().unwrap_or(0);
+            seen.fill(latest);
+        }
     }
 
     /// Bounds-check an access of `size` bytes at `ptr`; the byte range within its region.
@@ -513,8 +591,57 @@ impl<'m, 'a> Memory<'m, 'a> {
         self.shared
             .track(array, range.start, len, who, Access::Write)?;
         let base = self.shared.arrays[array].base;
-        self.shared.in_flight[base + range.start..base + range.end].fill(Some(who));
+        let pending = Pending { who, tma: None };
+        self.shared.in_flight[base + range.start..base + range.end].fill(Some(pending));
         Ok(())
+    }
+
+    /// Start a `tma_load` of `len` bytes into shared memory at `dst`, which lands on the phase
+    /// of `guard`. The async proxy writes the bytes, not the issuing thread: the access is
+    /// checked against this interval's accesses by other threads (a copy over bytes they still
+    /// use) but not recorded, and the bytes stay guarded until a thread has seen the phase.
+    pub fn start_tma(
+        &mut self,
+        dst: Pointer,
+        len: usize,
+        who: Touch<'m>,
+        guard: TmaGuard,
+    ) -> Result<(), Fault<'m>> {
+        let range = self.locate(dst, len, Access::Write)?;
+        let Region::Shared(array) = dst.region else {
+            unreachable!("tma_load writes shared memory")
+        };
+        let shared = &mut self.shared;
+        for byte in range.clone() {
+            shared.check_pending(array, byte, who, Access::Write)?;
+            shared.check_race(array, byte, who, Access::Write, false)?;
+        }
+        let base = shared.arrays[array].base;
+        let pending = Pending {
+            who,
+            tma: Some(guard),
+        };
+        shared.in_flight[base + range.start..base + range.end].fill(Some(pending));
+        Ok(())
+    }
+
+    /// The bytes of a `tma_load` started by [`Memory::start_tma`] land (its phase completed);
+    /// unlogged, as they are written by no thread.
+    pub fn land_tma(&mut self, dst: Pointer, data: &[u8]) -> Result<(), Fault<'m>> {
+        let range = self.locate(dst, data.len(), Access::Write)?;
+        self.bytes_mut(dst.region, range).copy_from_slice(data);
+        Ok(())
+    }
+
+    /// `thread` has seen `phases` phases of mbarrier `barrier` complete.
+    pub fn observe(&mut self, barrier: u32, thread: usize, phases: u32) {
+        let threads = self.shared.threads;
+        let seen = self
+            .shared
+            .observed
+            .entry(barrier)
+            .or_insert_with(|| vec![0; threads]);
+        seen[thread] = seen[thread].max(phases);
     }
 
     /// Complete a `cp_async` started by [`Memory::start_copy`]: its bytes land, as a write by

@@ -208,6 +208,7 @@ impl Fb {
                 block,
                 grid,
                 specialization: vec![],
+                tensor_maps: vec![],
             }),
             Type::Void,
             body,

@@ -1,0 +1,417 @@
+//! Hopper's mbarriers and TMA tensor copies (`tma_load`, `cp.async.bulk.tensor.2d`).
+//!
+//! An mbarrier counts arrivals (`mbarrier_expect_tx`, one per thread) and transaction bytes
+//! (added by `mbarrier_expect_tx`, taken off by each `tma_load` that completes on it); when both
+//! reach zero its phase completes: the copies of the phase land, the phase flips and the count
+//! of expected arrivals is restored. A copy's bytes are visible to a thread only once it has
+//! waited for the phase (`mbarrier_wait`), or after a block barrier that follows some thread's
+//! wait; any access before that is an error naming the copy. The block's threads run in lock
+//! step, so a wait for a phase that has not completed would wait forever: it is an error too.
+
+use std::collections::HashMap;
+
+use zinc_dsl::ir::{Expr, FunctionKind, Scalar, TensorMap, Type};
+
+use crate::error::ErrorKind;
+use crate::exec::{Lanes, Machine, Mask, Result, UNSET};
+use crate::memory::TmaGuard;
+use crate::value::{Pointer, Region, Value};
+
+/// Where an mbarrier lives: shared array and byte offset.
+type BarrierKey = (usize, i64);
+
+/// The block's mbarriers, by address.
+#[derive(Default)]
+pub(crate) struct Mbarriers {
+    bars: HashMap<BarrierKey, Mbarrier>,
+    /// Ids handed out so far; each `mbarrier_init` takes a fresh one, so that the phases of a
+    /// re-initialized barrier are not confused with the old ones.
+    inits: u32,
+}
+
+struct Mbarrier {
+    id: u32,
+    /// Arrivals per phase (`mbarrier_init`'s count).
+    count: u32,
+    /// Arrivals the current phase still waits for.
+    pending: u32,
+    /// Transaction bytes the current phase still waits for; negative when copies completed
+    /// bytes before `mbarrier_expect_tx` announced them (allowed, as on the GPU).
+    tx: i64,
+    /// Phases completed since initialization; the current phase's parity is `completed % 2`.
+    completed: u32,
+    /// The copies that land when the current phase completes.
+    landing: Vec<(Pointer, Vec<u8>)>,
+}
+
+/// The hardware's limit on an mbarrier's transaction count (2^20 - 1).
+const MAX_TX_BYTES: i64 = (1 << 20) - 1;
+
+impl<'m> Machine<'m, '_> {
+    /// The mbarrier operand of thread `t`: an 8-byte aligned shared address.
+    fn mbarrier_at(&self, v: Value, t: usize, op: &'static str, e: &Expr) -> Result<Pointer> {
+        let p = self.pointer(v, e.span)?;
+        if !matches!(p.region, Region::Shared(_)) {
+            return Err(self.malformed(e.span, "an mbarrier outside shared memory"));
+        }
+        if p.offset % 8 != 0 {
+            return Err(self.error_at(
+                e.span,
+                ErrorKind::Misaligned {
+                    op,
+                    thread: self.thread_id(t),
+                    offset: p.offset,
+                    align: 8,
+                },
+            ));
+        }
+        Ok(p)
+    }
+
+    fn key(p: Pointer) -> BarrierKey {
+        match p.region {
+            Region::Shared(i) => (i, p.offset),
+            Region::Global(_) => unreachable!("mbarrier_at only gives shared pointers"),
+        }
+    }
+
+    fn mbarrier_error(
+        &self,
+        op: &'static str,
+        p: Pointer,
+        t: usize,
+        e: &Expr,
+        what: String,
+    ) -> crate::InterpError {
+        let (array, offset) = Self::key(p);
+        self.error_at(
+            e.span,
+            ErrorKind::Mbarrier {
+                op,
+                thread: self.thread_id(t),
+                array: self.kernel_fn().shared[array].name.clone(),
+                offset,
+                what,
+            },
+        )
+    }
+
+    /// Log an arrival, wait or copy completion on the barrier's 8 bytes: atomic, so that the
+    /// threads using one barrier do not race with each other (only with its initialization).
+    fn touch_mbarrier(&mut self, p: Pointer, t: usize, e: &'m Expr) -> Result<()> {
+        let who = self.touch(t, e.span);
+        self.mem
+            .update(p, &Type::Scalar(Scalar::U64), who, Ok::<Value, ()>)
+            .map_err(|f| self.fault(f, t, e.span))?
+            .unwrap_or_else(|()| unreachable!("the update keeps the value"));
+        Ok(())
+    }
+
+    /// The initialized mbarrier at `p`.
+    fn mbarrier(
+        &mut self,
+        op: &'static str,
+        p: Pointer,
+        t: usize,
+        e: &Expr,
+    ) -> Result<&mut Mbarrier> {
+        if !self.mbarriers.bars.contains_key(&Self::key(p)) {
+            let what = "the mbarrier was never initialized (`mbarrier_init`)".to_string();
+            return Err(self.mbarrier_error(op, p, t, e, what));
+        }
+        Ok(self
+            .mbarriers
+            .bars
+            .get_mut(&Self::key(p))
+            .expect("checked above"))
+    }
+
+    /// `mbarrier_init(bar, count)` for the active threads.
+    pub(crate) fn mbarrier_init(
+        &mut self,
+        args: &[Lanes],
+        mask: &Mask,
+        e: &'m Expr,
+    ) -> Result<Lanes> {
+        let [bar, count] = args else {
+            return Err(self.malformed(e.span, "mbarrier_init without two operands"));
+        };
+        for t in mask.lanes() {
+            let op = "mbarrier_init";
+            let p = self.mbarrier_at(bar[t], t, op, e)?;
+            let count = match count[t] {
+                Value::U32(c) if c >= 1 => c,
+                c => {
+                    let what = format!(
+                        "an arrival count of {} (it must be at least 1)",
+                        c.reg_bits()
+                    );
+                    return Err(self.mbarrier_error(op, p, t, e, what));
+                }
+            };
+            let copies = self
+                .mbarriers
+                .bars
+                .get(&Self::key(p))
+                .map_or(0, |b| b.landing.len());
+            if copies > 0 {
+                let what =
+                    format!("initialized again while {copies} tma_load(s) still complete on it");
+                return Err(self.mbarrier_error(op, p, t, e, what));
+            }
+            // The initialization is a plain write: other threads need a barrier before using it.
+            let who = self.touch(t, e.span);
+            self.mem
+                .store(
+                    p,
+                    Value::U64(u64::from(count)),
+                    &Type::Scalar(Scalar::U64),
+                    who,
+                )
+                .map_err(|f| self.fault(f, t, e.span))?;
+            let id = self.mbarriers.inits;
+            self.mbarriers.inits += 1;
+            let fresh = Mbarrier {
+                id,
+                count,
+                pending: count,
+                tx: 0,
+                completed: 0,
+                landing: Vec::new(),
+            };
+            self.mbarriers.bars.insert(Self::key(p), fresh);
+        }
+        Ok(vec![UNSET; self.threads])
+    }
+
+    /// `mbarrier_expect_tx(bar, bytes)`: an arrival and `bytes` more transaction bytes, for
+    /// each active thread.
+    pub(crate) fn mbarrier_expect_tx(
+        &mut self,
+        args: &[Lanes],
+        mask: &Mask,
+        e: &'m Expr,
+    ) -> Result<Lanes> {
+        let [bar, bytes] = args else {
+            return Err(self.malformed(e.span, "mbarrier_expect_tx without two operands"));
+        };
+        for t in mask.lanes() {
+            let op = "mbarrier_expect_tx";
+            let p = self.mbarrier_at(bar[t], t, op, e)?;
+            let bytes = i64::from(bytes[t].reg_bits());
+            self.touch_mbarrier(p, t, e)?;
+            let b = self.mbarrier(op, p, t, e)?;
+            let (pending, tx) = (b.pending, b.tx + bytes);
+            if pending == 0 || tx > MAX_TX_BYTES {
+                let what = match pending {
+                    0 => format!("more arrivals than the {} it was initialized with", b.count),
+                    _ => format!(
+                        "{tx} transaction bytes outstanding, over the limit of {MAX_TX_BYTES}"
+                    ),
+                };
+                return Err(self.mbarrier_error(op, p, t, e, what));
+            }
+            b.pending -= 1;
+            b.tx = tx;
+            self.complete_phase(p, t, e)?;
+        }
+        Ok(vec![UNSET; self.threads])
+    }
+
+    /// Completes the current phase of the barrier at `p` when nothing is outstanding: its
+    /// copies land and the next phase starts.
+    fn complete_phase(&mut self, p: Pointer, t: usize, e: &Expr) -> Result<()> {
+        let b = self
+            .mbarriers
+            .bars
+            .get_mut(&Self::key(p))
+            .expect("initialized");
+        if b.pending != 0 || b.tx != 0 {
+            return Ok(());
+        }
+        let landing = std::mem::take(&mut b.landing);
+        b.completed += 1;
+        b.pending = b.count;
+        for (dst, data) in landing {
+            self.mem
+                .land_tma(dst, &data)
+                .map_err(|f| self.fault(f, t, e.span))?;
+        }
+        Ok(())
+    }
+
+    /// `mbarrier_wait(bar, parity)`: the phase of that parity must have completed, else the
+    /// block would wait forever (an error).
+    pub(crate) fn mbarrier_wait(
+        &mut self,
+        args: &[Lanes],
+        mask: &Mask,
+        e: &'m Expr,
+    ) -> Result<Lanes> {
+        let [bar, parity] = args else {
+            return Err(self.malformed(e.span, "mbarrier_wait without two operands"));
+        };
+        for t in mask.lanes() {
+            let op = "mbarrier_wait";
+            let p = self.mbarrier_at(bar[t], t, op, e)?;
+            let parity = parity[t].reg_bits() % 2;
+            self.touch_mbarrier(p, t, e)?;
+            let b = self.mbarrier(op, p, t, e)?;
+            // The current phase is the one with the parity of the phases completed so far.
+            if b.completed % 2 == parity {
+                let (arrivals, tx_bytes) = (b.pending, b.tx);
+                let (array, offset) = Self::key(p);
+                return Err(self.error_at(
+                    e.span,
+                    ErrorKind::MbarrierDeadlock {
+                        thread: self.thread_id(t),
+                        array: self.kernel_fn().shared[array].name.clone(),
+                        offset,
+                        parity,
+                        arrivals,
+                        tx_bytes,
+                    },
+                ));
+            }
+            let (id, completed) = (b.id, b.completed);
+            self.mem.observe(id, t, completed);
+        }
+        Ok(vec![UNSET; self.threads])
+    }
+
+    /// `tma_load(dst, row, col, bar)` of tensor map `map` for the active threads: the box is read
+    /// now (zero past the tensor's edges) and lands when the barrier's phase completes.
+    pub(crate) fn tma_load(
+        &mut self,
+        map: u32,
+        args: &[Lanes],
+        mask: &Mask,
+        e: &'m Expr,
+    ) -> Result<Lanes> {
+        let [dst, row, col, bar] = args else {
+            return Err(self.malformed(e.span, "tma_load without four operands"));
+        };
+        let kernel = self.kernel_fn();
+        let FunctionKind::Kernel(launch) = &kernel.kind else {
+            unreachable!("blocks run kernels")
+        };
+        // Tensor maps are kernel-level: their extents and tensors are the kernel's parameters.
+        if !std::ptr::eq(kernel, self.frame_fn()) {
+            return Err(self.malformed(e.span, "tma_load outside its kernel"));
+        }
+        let Some(tm) = launch.tensor_maps.get(map as usize) else {
+            return Err(self.malformed(e.span, format!("tensor map #{map}, which does not exist")));
+        };
+        let (rows, cols) = (self.eval(&tm.rows, mask)?, self.eval(&tm.cols, mask)?);
+        for t in mask.lanes() {
+            let [rows, cols] = [rows[t], cols[t]].map(|v| u64::from(v.reg_bits()));
+            if let Some(what) = extent_problem(rows, cols, tm.elem.size()) {
+                let map = tm.name.clone();
+                return Err(self.error_at(e.span, ErrorKind::TensorMap { map, what }));
+            }
+            let d = self.pointer(dst[t], e.span)?;
+            let Region::Shared(array) = d.region else {
+                return Err(self.malformed(e.span, "a tma_load destination outside shared memory"));
+            };
+            let align: u64 = if tm.swizzled() { 1024 } else { 128 };
+            if d.offset % align as i64 != 0 || kernel.shared[array].align() < align {
+                let op = match tm.swizzled() {
+                    true => "tma_load (a 128-byte-swizzled box needs a 1024-byte aligned destination: a `swizzle`d array of 128-byte rows)",
+                    false => "tma_load (the destination must be 128-byte aligned)",
+                };
+                return Err(self.error_at(
+                    e.span,
+                    ErrorKind::Misaligned {
+                        op,
+                        thread: self.thread_id(t),
+                        offset: d.offset,
+                        align: align as u32,
+                    },
+                ));
+            }
+            let data = self.read_box(
+                tm,
+                self.var(tm.param)[t],
+                [rows, cols],
+                [row[t], col[t]],
+                t,
+                e,
+            )?;
+            let p = self.mbarrier_at(bar[t], t, "tma_load", e)?;
+            self.touch_mbarrier(p, t, e)?;
+            let b = self.mbarrier("tma_load", p, t, e)?;
+            let guard = TmaGuard {
+                barrier: b.id,
+                phase: b.completed,
+            };
+            b.tx -= i64::from(tm.box_bytes());
+            b.landing.push((d, data));
+            let who = self.touch(t, e.span);
+            self.mem
+                .start_tma(d, tm.box_bytes() as usize, who, guard)
+                .map_err(|f| self.fault(f, t, e.span))?;
+            self.complete_phase(p, t, e)?;
+        }
+        Ok(vec![UNSET; self.threads])
+    }
+
+    /// The box of `tm` whose first element is `(row, col)`, as it lands in shared memory: row
+    /// after row, each `box_cols` elements, in the 128-byte swizzle when the map has it (the
+    /// 16-byte chunk `c` of box row `r` stored at chunk `c ^ (r % 8)`, the layout of a `swizzle`d
+    /// array with 128-byte rows), zero where the box leaves the tensor.
+    fn read_box(
+        &mut self,
+        tm: &TensorMap,
+        tensor: Value,
+        [rows, cols]: [u64; 2],
+        [row, col]: [Value; 2],
+        t: usize,
+        e: &'m Expr,
+    ) -> Result<Vec<u8>> {
+        let src = self.pointer(tensor, e.span)?;
+        let size = tm.elem.size() as usize;
+        let (row, col) = (u64::from(row.reg_bits()), u64::from(col.reg_bits()));
+        let mut data = vec![0u8; tm.box_bytes() as usize];
+        // Columns of the box inside the tensor; the rest stay zero.
+        let inside = cols.saturating_sub(col).min(u64::from(tm.box_cols)) as usize;
+        for r in 0..u64::from(tm.box_rows) {
+            if row + r >= rows || inside == 0 {
+                continue;
+            }
+            let start = Pointer {
+                region: src.region,
+                offset: src.offset + (((row + r) * cols + col) as usize * size) as i64,
+            };
+            let who = self.touch(t, e.span);
+            let bytes = self
+                .mem
+                .read(start, inside * size, who)
+                .map_err(|f| self.fault(f, t, e.span))?;
+            for (c, element) in bytes.chunks_exact(size).enumerate() {
+                let mut at = (r as usize * tm.box_cols as usize + c) * size;
+                if tm.swizzled() {
+                    at ^= ((at >> 7) & 7) << 4;
+                }
+                data[at..at + size].copy_from_slice(element);
+            }
+        }
+        Ok(data)
+    }
+}
+
+/// Why `cuTensorMapEncodeTiled` would refuse a tensor of `rows` x `cols` elements of `size`
+/// bytes: it needs non-empty extents and rows of a multiple of 16 bytes.
+fn extent_problem(rows: u64, cols: u64, size: u32) -> Option<String> {
+    let row_bytes = cols * u64::from(size);
+    if rows == 0 || cols == 0 {
+        Some(format!(
+            "{rows} x {cols} elements: the driver encodes no empty tensor"
+        ))
+    } else if row_bytes % 16 != 0 {
+        Some(format!(
+            "rows of {cols} elements ({row_bytes} bytes): TMA needs rows of a multiple of 16 bytes"
+        ))
+    } else {
+        None
+    }
+}
