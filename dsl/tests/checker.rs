@@ -808,3 +808,81 @@ fn kernel_instance_mistakes_are_reported() {
     let e = err("import \"lib.tile\";\nkernel s = scale<K = 3>;\nkernel s = scale<K = 4>;");
     assert!(e.contains("defined more than once"), "{e}");
 }
+
+/// A kernel with one f16 tensor map `xm` and the statements `body`, for the TMA diagnostics.
+fn tma_kernel(decl: &str, body: &str) -> String {
+    format!(
+        "kernel k(x: global [f16], y: global [u32], rows: u32, cols: u32) grid(1) block(32) {{
+            {decl}
+            shared dst: [16][64] f16;
+            shared wrong: [16][64] u32;
+            shared bars: [2] u64;
+            {body}
+        }}"
+    )
+}
+
+#[test]
+fn tensor_maps_and_mbarriers() {
+    let good = "let xm = tensor_map(x, rows, cols, 16, 64);";
+    let ok = tma_kernel(
+        good,
+        "if thread.x == 0 { mbarrier_init(bars[0], 1); }
+         barrier();
+         if thread.x == 0 {
+             mbarrier_expect_tx(bars[0], 2048);
+             tma_load(dst[0][0], xm, 0, 0, bars[0]);
+         }
+         mbarrier_wait(bars[0], 0);",
+    );
+    let m = compile_with(&ok, &[], &[]).unwrap_or_else(|e| panic!("{e}"));
+    let FunctionKind::Kernel(launch) = &m.functions[0].kind else {
+        panic!("a kernel")
+    };
+    let map = &launch.tensor_maps[0];
+    assert_eq!(
+        (map.box_rows, map.box_cols, map.elem),
+        (16, 64, Scalar::F16)
+    );
+    assert!(map.swizzled() && map.box_bytes() == 2048);
+
+    let fails = |decl: &str, body: &str, message: &str| {
+        let e = error(&tma_kernel(decl, body));
+        assert!(e.contains(message), "expected `{message}` in:\n{e}");
+    };
+    let local = "let z = x; let xm = tensor_map(z, rows, cols, 16, 64);";
+    fails(local, "", "must be a global view parameter");
+    fails(
+        "let xm = tensor_map(x, rows, cols, 300, 64);",
+        "",
+        "box rows must be 1 to 256",
+    );
+    // 50 f16 are 100 bytes.
+    fails(
+        "let xm = tensor_map(x, rows, cols, 16, 50);",
+        "",
+        "multiple of 16 bytes, found 100",
+    );
+    let nested = "if rows > 0 { let xm = tensor_map(x, rows, cols, 16, 64); }";
+    fails(nested, "", "at the top level of a kernel body");
+    fails(
+        good,
+        "let v = xm;",
+        "is a tensor map, which only `tma_load` takes",
+    );
+    fails(
+        good,
+        "tma_load(wrong[0][0], xm, 0, 0, bars[0]);",
+        "a shared view of `f16` (the tensor map's elements)",
+    );
+    fails(
+        good,
+        "tma_load(dst[0][0], x, 0, 0, bars[0]);",
+        "must be a tensor map",
+    );
+    fails(
+        good,
+        "mbarrier_init(dst[0][0], 1);",
+        "a shared `u64` mbarrier",
+    );
+}

@@ -407,7 +407,7 @@ fn extent_problem(rows: u64, cols: u64, size: u32) -> Option<String> {
         Some(format!(
             "{rows} x {cols} elements: the driver encodes no empty tensor"
         ))
-    } else if row_bytes % 16 != 0 {
+    } else if !row_bytes.is_multiple_of(16) {
         Some(format!(
             "rows of {cols} elements ({row_bytes} bytes): TMA needs rows of a multiple of 16 bytes"
         ))
