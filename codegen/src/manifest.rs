@@ -260,9 +260,17 @@ fn grid_text(e: &ir::Expr, f: &Function) -> Result<String, Diagnostic> {
             e.span,
         )
     };
+    // Constant parts (compile-time parameters, `select`s on them) fold to their value.
+    if let Ok(ConstValue::Int(i)) = zinc_dsl::consteval::eval(e) {
+        return Ok(i.to_string());
+    }
     Ok(match &e.kind {
         ExprKind::Const(ConstValue::Int(i)) => i.to_string(),
         ExprKind::Const(_) => return Err(unsupported("a non-integer constant")),
+        ExprKind::Select(c, a, b) => match zinc_dsl::consteval::eval(c) {
+            Ok(ConstValue::Bool(pick_a)) => grid_text(if pick_a { a } else { b }, f)?,
+            _ => return Err(unsupported("a `select` on a run-time condition")),
+        },
         ExprKind::Var(id) => f.vars[id.0 as usize].name.clone(),
         // Integer casts keep the value for the non-negative sizes a grid is made of.
         ExprKind::Cast(inner) if inner.ty.scalar().is_some_and(Scalar::is_int) => {

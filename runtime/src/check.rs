@@ -334,7 +334,7 @@ pub fn tensor_map_extents(
         }
         let [rows, cols] = extent;
         let row_bytes = cols * m.elem.size_bytes() as u64;
-        if row_bytes % 16 != 0 {
+        if !row_bytes.is_multiple_of(16) {
             return Err(bad(format!(
                 "rows of {cols} elements are {row_bytes} bytes, not a multiple of 16"
             )));
@@ -543,6 +543,45 @@ mod tests {
                 source: GridExprError::DivideByZero { .. },
                 ..
             })
+        ));
+    }
+
+    #[test]
+    fn tensor_maps_are_sized_from_the_arguments_and_checked() {
+        let maps = r#"[{"param": "a", "elem": "f32", "rows": "n / 8", "cols": "BLOCK / 32",
+                        "box": [4, 8], "swizzle": false}]"#;
+        let mut v: serde_json::Value = serde_json::from_str(VECTOR_ADD).unwrap();
+        v["tensor_maps"] = serde_json::from_str(maps).unwrap();
+        let s = KernelSignature::from_json(&v.to_string()).unwrap();
+        assert_eq!(s.tensor_maps[0].param, 0);
+        assert_eq!(s.tensor_maps[0].box_dims, [4, 8]);
+        // n = 64: 8 rows of 8 f32 (32 bytes) in the 64 elements of `a`.
+        assert_eq!(tensor_map_extents(&s, &good_args(64)), Ok(vec![[8, 8]]));
+        let reason = |n: u32, len: usize| {
+            let mut args = good_args(n);
+            args[0] = buf(DType::F32, len, false);
+            match tensor_map_extents(&s, &args) {
+                Err(LaunchError::TensorMap { param, reason, .. }) if param == "a" => reason,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(reason(64, 63).contains("do not fit"));
+        assert!(reason(7, 64).contains("not 1 to"));
+        let odd = v.to_string().replace("BLOCK / 32", "3");
+        let s = KernelSignature::from_json(&odd).unwrap();
+        assert!(matches!(
+            tensor_map_extents(&s, &good_args(64)),
+            Err(LaunchError::TensorMap { reason, .. }) if reason.contains("multiple of 16")
+        ));
+        let unbound = v.to_string().replace("n / 8", "m");
+        assert!(matches!(
+            KernelSignature::from_json(&unbound),
+            Err(crate::SignatureError::TensorMap { .. })
+        ));
+        let scalar = v.to_string().replace(r#""param":"a""#, r#""param":"n""#);
+        assert!(matches!(
+            KernelSignature::from_json(&scalar),
+            Err(crate::SignatureError::TensorMap { .. })
         ));
     }
 

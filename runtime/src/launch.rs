@@ -10,12 +10,12 @@ use cudarc::driver::{
 
 use crate::buffer::{DeviceBuffer, Storage};
 use crate::check::{plan_launch, tensor_map_extents, ArgDesc, Grid, LaunchDims};
-use crate::tensor_map::{encode, TensorMapArg};
 use crate::dtype::{DType, DeviceElem, ScalarValue};
 use crate::emulated::{HostArg, HostLauncher};
 use crate::error::{During, Result, RuntimeError};
 use crate::module::{Kernel, KernelFunc};
 use crate::stream::{Stream, StreamKind};
+use crate::tensor_map::{encode, TensorMapArg};
 
 /// One kernel argument. Build with `Arg::from(&buf)` for a buffer the kernel only reads,
 /// `Arg::from(&mut buf)` for one it writes, and `Arg::from(n)` for scalars.

@@ -255,7 +255,9 @@ impl KernelSignature {
                     }) || specialization_value(&specialization, name).is_some()
                 };
                 if let Some(name) = expr.names().into_iter().find(|n| !bound(n)) {
-                    return Err(bad(format!("`{name}` in `{text}` is not an integer parameter")));
+                    return Err(bad(format!(
+                        "`{name}` in `{text}` is not an integer parameter"
+                    )));
                 }
                 extents.push(expr);
             }

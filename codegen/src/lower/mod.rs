@@ -18,10 +18,10 @@ use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum, FunctionType};
-use inkwell::AddressSpace;
 use inkwell::values::{
     BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue, PointerValue,
 };
+use inkwell::AddressSpace;
 use zinc_dsl::diag::{Diagnostic, Span};
 use zinc_dsl::ir::{self, Function, FunctionKind, Type};
 

@@ -156,7 +156,7 @@ fn large_shared_memory_becomes_dynamic() {
         let out = build(&kernels::big_shared(), arch, Emit::Ptx);
         assert!(
             out.text
-                .contains(".extern .shared .align 16 .b8 zinc_dynamic_shared[]"),
+                .contains(".extern .shared .align 128 .b8 zinc_dynamic_shared[]"),
             "{}",
             out.text
         );
@@ -200,7 +200,8 @@ fn manifest() {
   "grid": ["((n + 255) / 256)", "1", "1"],
   "static_shared_bytes": 0,
   "dynamic_shared_bytes": 0,
-  "specialization": [["BLOCK", "256"]]
+  "specialization": [["BLOCK", "256"]],
+  "tensor_maps": []
 }
 "#;
     assert_eq!(json, expected);

@@ -178,6 +178,7 @@ impl Func {
                 block,
                 grid,
                 specialization: vec![("BLOCK".into(), ConstValue::Int(block[0] as i128))],
+                tensor_maps: vec![],
             }),
             Type::Void,
             body,

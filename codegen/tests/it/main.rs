@@ -8,6 +8,7 @@ mod emit;
 mod errors;
 mod ptxas;
 mod tensor;
+mod tma;
 
 use zinc_codegen::{compile, Emit, Options, Output};
 use zinc_dsl::ir::Module;

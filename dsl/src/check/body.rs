@@ -201,7 +201,8 @@ impl<'c, 'a> FnCx<'c, 'a> {
                 init,
             } => {
                 if let Some(args) = self.tensor_map_call(init) {
-                    let declared = self.tensor_map_decl(name, *mutable, ty.is_some(), args, s.span, top);
+                    let declared =
+                        self.tensor_map_decl(name, *mutable, ty.is_some(), args, s.span, top);
                     if declared.is_err() {
                         self.bind(&name.name, Binding::Poisoned, name.span);
                     }
@@ -524,7 +525,9 @@ impl<'c, 'a> FnCx<'c, 'a> {
         let row_bytes = boxes[1] * elem.size();
         if row_bytes % 16 != 0 {
             let d = Diagnostic::error(
-                format!("a tensor map's box rows must be a multiple of 16 bytes, found {row_bytes}"),
+                format!(
+                    "a tensor map's box rows must be a multiple of 16 bytes, found {row_bytes}"
+                ),
                 args[4].span,
             );
             return Err(self.error(d));
@@ -1296,4 +1299,3 @@ pub fn always_returns(block: &ir::Block) -> bool {
         _ => false,
     })
 }
-

@@ -704,7 +704,10 @@ impl FnCx<'_, '_> {
             Type::View { space: Space::Shared, elem: e, mutable: true } if e.scalar() == Some(elem)
         );
         if !fits {
-            let need = format!("a shared view of `{}` (the tensor map's elements)", elem.name());
+            let need = format!(
+                "a shared view of `{}` (the tensor map's elements)",
+                elem.name()
+            );
             return Err(self.bad_arg("tma_load", &need, &dst));
         }
         let u32_ty = Type::Scalar(Scalar::U32);

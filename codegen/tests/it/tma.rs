@@ -1,0 +1,89 @@
+//! Tensor maps, mbarriers and TMA copies: the kernel's by-value map parameters, the PTX
+//! instructions, the manifest entry, ptxas acceptance and the SASS (UTMALDG), and the error for
+//! archs other than sm_90a.
+
+use std::process::Command;
+
+use super::ptxas::{ptxas, tool};
+use zinc_codegen::{compile, Emit, Options};
+
+const SOURCE: &str = "
+kernel copy_box(x: global [f16], y: global mut [f16], T: u32, K: u32)
+    grid(cdiv(T, 64)) block(128) {
+    shared tile: [64][64] f16 swizzle;
+    shared bars: [1] u64;
+    let xm = tensor_map(x, T, K / 2 * 2, 64, 64);
+    if thread.x == 0 {
+        mbarrier_init(bars[0], 1);
+    }
+    barrier();
+    if thread.x == 0 {
+        mbarrier_expect_tx(bars[0], 64 * 64 * 2);
+        tma_load(tile + 0, xm, block.x * 64, 0, bars[0]);
+    }
+    mbarrier_wait(bars[0], 0);
+    for i in 0u32..32 {
+        let e = thread.x * 32 + i;
+        y[e] = tile[e / 64][e % 64];
+    }
+}";
+
+fn build(arch: &str) -> Result<(String, String), String> {
+    let c = zinc_dsl::compile_source("tma.tile", SOURCE, &[], &|_| None)
+        .unwrap_or_else(|f| panic!("{}", f.render()));
+    let opts = Options::new(arch, None).unwrap();
+    let out = compile(&c.module, &opts, Emit::Ptx).map_err(|e| e.to_string())?;
+    Ok((out.text, out.kernels[0].to_json()))
+}
+
+#[test]
+fn tma_kernels_pass_maps_by_value_and_emit_the_async_copies() {
+    let (ptx, manifest) = build("sm_90a").unwrap();
+    // The host sizes the map from the arguments: the rows, and K / 2 * 2 columns.
+    assert!(
+        manifest.contains(r#""tensor_maps": [{"param": "x", "elem": "f16", "rows": "T", "cols": "((K / 2) * 2)", "box": [64, 64], "swizzle": true}]"#),
+        "{manifest}"
+    );
+    for needle in [
+        ".param .align 64 .b8 copy_box_param_4[128]",
+        "cvta.param.u64",
+        "mbarrier.init.shared::cta.b64",
+        "fence.mbarrier_init.release.cluster",
+        "mbarrier.arrive.expect_tx.shared::cta.b64",
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+        "mbarrier.try_wait.parity.shared::cta.b64",
+        // The swizzled tile is aligned for the 128-byte swizzle.
+        ".align 1024",
+    ] {
+        assert!(ptx.contains(needle), "missing `{needle}` in:\n{ptx}");
+    }
+
+    let dir = std::env::temp_dir().join(format!("zinc-tma-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ptx_file, cubin) = (dir.join("tma.ptx"), dir.join("tma.cubin"));
+    std::fs::write(&ptx_file, &ptx).unwrap();
+    let out = Command::new(ptxas())
+        .args(["-arch=sm_90a", "-o"])
+        .arg(&cubin)
+        .arg(&ptx_file)
+        .output()
+        .expect("running ptxas");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ptxas failed:\n{log}");
+    let sass = Command::new(tool("cuobjdump"))
+        .arg("-sass")
+        .arg(&cubin)
+        .output()
+        .expect("running cuobjdump");
+    let sass = String::from_utf8_lossy(&sass.stdout);
+    assert!(sass.contains("UTMALDG"), "no TMA load in the SASS:\n{sass}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn tma_kernels_build_for_sm_90a_only() {
+    for arch in ["sm_89", "sm_90", "sm_120"] {
+        let err = build(arch).unwrap_err();
+        assert!(err.contains("sm_90a-only"), "{arch}: {err}");
+    }
+}
