@@ -105,7 +105,7 @@ impl Kernel {
         let dims = plan_launch(&self.sig, &descs, grid, &self.limits)?;
         match (&self.func, &stream.kind) {
             (KernelFunc::Cuda(func), StreamKind::Cuda(stream)) => {
-                self.launch_cuda(func, stream, &dims, args)?;
+                self.launch_cuda(func, stream, &dims, &descs, args)?;
             }
             (KernelFunc::Emulated { launcher, module }, StreamKind::Emulated) => {
                 self.launch_emulated(&**launcher, module, &dims, args)?;
@@ -120,6 +120,7 @@ impl Kernel {
         func: &CudaFunction,
         stream: &CudaStream,
         dims: &LaunchDims,
+        descs: &[ArgDesc],
         args: &mut [Arg<'_>],
     ) -> Result<()> {
         if dims.needs_shared_opt_in() && !self.shared_opt_in_done.load(Ordering::Relaxed) {
@@ -131,7 +132,7 @@ impl Kernel {
             self.shared_opt_in_done.store(true, Ordering::Relaxed);
         }
 
-        let maps = self.tensor_maps(stream, args)?;
+        let maps = self.tensor_maps(stream, descs, args)?;
         let cfg = LaunchConfig {
             grid_dim: dims.grid.into(),
             block_dim: dims.block.into(),
@@ -169,12 +170,16 @@ impl Kernel {
     }
 
     /// The kernel's tensor maps over these arguments' buffers, encoded for this launch.
-    fn tensor_maps(&self, stream: &CudaStream, args: &[Arg<'_>]) -> Result<Vec<TensorMapArg>> {
+    fn tensor_maps(
+        &self,
+        stream: &CudaStream,
+        descs: &[ArgDesc],
+        args: &[Arg<'_>],
+    ) -> Result<Vec<TensorMapArg>> {
         if self.sig.tensor_maps.is_empty() {
             return Ok(Vec::new());
         }
-        let descs: Vec<ArgDesc> = args.iter().map(Arg::desc).collect();
-        let extents = tensor_map_extents(&self.sig, &descs)?;
+        let extents = tensor_map_extents(&self.sig, descs)?;
         self.sig
             .tensor_maps
             .iter()

@@ -213,13 +213,11 @@ impl KernelSignature {
                 axis,
                 source,
             })?;
-            let bound = |name: &str| {
-                let is_int_scalar = params.iter().any(|p| {
-                    p.name == name && matches!(p.kind, ParamKind::Scalar(t) if is_index_type(t))
-                });
-                is_int_scalar || specialization_value(&specialization, name).is_some()
-            };
-            if let Some(name) = expr.names().into_iter().find(|n| !bound(n)) {
+            if let Some(name) = expr
+                .names()
+                .into_iter()
+                .find(|n| !is_bound(&params, &specialization, n))
+            {
                 return Err(SignatureError::UnboundGridName {
                     kernel: kernel.clone(),
                     axis,
@@ -249,12 +247,11 @@ impl KernelSignature {
             let mut extents = Vec::with_capacity(2);
             for text in [&m.rows, &m.cols] {
                 let expr = GridExpr::parse(text).map_err(|e| bad(e.to_string()))?;
-                let bound = |name: &str| {
-                    params.iter().any(|p| {
-                        p.name == name && matches!(p.kind, ParamKind::Scalar(t) if is_index_type(t))
-                    }) || specialization_value(&specialization, name).is_some()
-                };
-                if let Some(name) = expr.names().into_iter().find(|n| !bound(n)) {
+                if let Some(name) = expr
+                    .names()
+                    .into_iter()
+                    .find(|n| !is_bound(&params, &specialization, n))
+                {
                     return Err(bad(format!(
                         "`{name}` in `{text}` is not an integer parameter"
                     )));
@@ -288,6 +285,15 @@ impl KernelSignature {
     pub fn specialization_int(&self, name: &str) -> Option<i128> {
         specialization_value(&self.specialization, name)
     }
+}
+
+/// Whether a manifest expression may read `name`: an integer scalar parameter or a
+/// specialization constant.
+fn is_bound(params: &[Param], spec: &[(String, String)], name: &str) -> bool {
+    let is_int_scalar = params
+        .iter()
+        .any(|p| p.name == name && matches!(p.kind, ParamKind::Scalar(t) if is_index_type(t)));
+    is_int_scalar || specialization_value(spec, name).is_some()
 }
 
 fn is_index_type(t: DType) -> bool {
