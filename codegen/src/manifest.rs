@@ -29,11 +29,14 @@ pub struct KernelInfo {
 pub struct TensorMapInfo {
     pub param: String,
     pub elem: Scalar,
+    /// In elements, from the start of the parameter's buffer.
+    pub offset: String,
     pub rows: String,
     pub cols: String,
     pub box_rows: u32,
     pub box_cols: u32,
-    pub swizzle: bool,
+    /// The box's swizzle in bytes: 0 (none), 32, 64 or 128.
+    pub swizzle: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,9 +98,10 @@ impl KernelInfo {
             .iter()
             .map(|m| {
                 format!(
-                    "{{\"param\": {}, \"elem\": \"{}\", \"rows\": {}, \"cols\": {}, \"box\": [{}, {}], \"swizzle\": {}}}",
+                    "{{\"param\": {}, \"elem\": \"{}\", \"offset\": {}, \"rows\": {}, \"cols\": {}, \"box\": [{}, {}], \"swizzle\": {}}}",
                     json_str(&m.param),
                     m.elem.name(),
+                    json_str(&m.offset),
                     json_str(&m.rows),
                     json_str(&m.cols),
                     m.box_rows,
@@ -233,11 +237,12 @@ pub(crate) fn kernel_info(
                 Ok(TensorMapInfo {
                     param: f.vars[m.param.0 as usize].name.clone(),
                     elem: m.elem,
+                    offset: grid_text(&m.offset, f)?,
                     rows: grid_text(&m.rows, f)?,
                     cols: grid_text(&m.cols, f)?,
                     box_rows: m.box_rows,
                     box_cols: m.box_cols,
-                    swizzle: m.swizzled(),
+                    swizzle: m.swizzle_bytes(),
                 })
             })
             .collect::<Result<Vec<_>, Diagnostic>>()?,

@@ -301,7 +301,9 @@ pub struct TensorMap {
     pub name: String,
     pub param: VarId,
     pub elem: Scalar,
-    /// Over the kernel's scalar parameters and constants, as grid expressions are.
+    /// Where the tensor starts in the parameter's buffer, in elements. This and the extents
+    /// are over the kernel's scalar parameters and constants, as grid expressions are.
+    pub offset: Expr,
     pub rows: Expr,
     pub cols: Expr,
     pub box_rows: u32,
@@ -315,8 +317,13 @@ impl TensorMap {
         self.box_rows * self.box_cols * self.elem.size()
     }
 
-    pub fn swizzled(&self) -> bool {
-        self.box_cols * self.elem.size() == 128
+    /// The hardware swizzle a box lands in, in bytes (0: none): a box with rows of 32, 64 or
+    /// 128 bytes takes that swizzle, the layout of a `swizzle`d array of such rows.
+    pub fn swizzle_bytes(&self) -> u32 {
+        match self.box_cols * self.elem.size() {
+            b @ (32 | 64 | 128) => b,
+            _ => 0,
+        }
     }
 }
 

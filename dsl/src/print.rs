@@ -108,15 +108,19 @@ impl<'m> Printer<'m> {
             for (i, m) in launch.tensor_maps.iter().enumerate() {
                 let _ = writeln!(
                     self.out,
-                    "    tensor_map #{i} @{} = {}[{}][{}] {} box [{}][{}]{}",
+                    "    tensor_map #{i} @{} = ({} + {})[{}][{}] {} box [{}][{}]{}",
                     m.name,
                     self.var(m.param.0),
+                    self.expr(&m.offset),
                     self.expr(&m.rows),
                     self.expr(&m.cols),
                     m.elem.name(),
                     m.box_rows,
                     m.box_cols,
-                    if m.swizzled() { " swizzle" } else { "" }
+                    match m.swizzle_bytes() {
+                        0 => String::new(),
+                        b => format!(" swizzle {b}"),
+                    }
                 );
             }
         }

@@ -844,7 +844,24 @@ fn tensor_maps_and_mbarriers() {
         (map.box_rows, map.box_cols, map.elem),
         (16, 64, Scalar::F16)
     );
-    assert!(map.swizzled() && map.box_bytes() == 2048);
+    assert!(map.swizzle_bytes() == 128 && map.box_bytes() == 2048);
+    assert!(matches!(
+        map.offset.kind,
+        ExprKind::Const(ConstValue::Int(0))
+    ));
+
+    // A tensor further into the buffer, and 64-byte box rows: the 64-byte swizzle.
+    let shifted = tma_kernel(
+        "let xm = tensor_map(x + rows * 64, rows, cols, 16, 32);",
+        "",
+    );
+    let m = compile_with(&shifted, &[], &[]).unwrap_or_else(|e| panic!("{e}"));
+    let FunctionKind::Kernel(launch) = &m.functions[0].kind else {
+        panic!("a kernel")
+    };
+    let map = &launch.tensor_maps[0];
+    assert_eq!(map.swizzle_bytes(), 64);
+    assert!(matches!(map.offset.kind, ExprKind::Binary(..)));
 
     let fails = |decl: &str, body: &str, message: &str| {
         let e = error(&tma_kernel(decl, body));
@@ -862,6 +879,11 @@ fn tensor_maps_and_mbarriers() {
         "let xm = tensor_map(x, rows, cols, 16, 50);",
         "",
         "multiple of 16 bytes, found 100",
+    );
+    fails(
+        "let xm = tensor_map(x + thread.x, rows, cols, 16, 64);",
+        "",
+        "offset, rows and columns may only use the kernel's scalar parameters",
     );
     let nested = "if rows > 0 { let xm = tensor_map(x, rows, cols, 16, 64); }";
     fails(nested, "", "at the top level of a kernel body");

@@ -303,6 +303,7 @@ impl<'m> Machine<'m, '_> {
             return Err(self.malformed(e.span, format!("tensor map #{map}, which does not exist")));
         };
         let (rows, cols) = (self.eval(&tm.rows, mask)?, self.eval(&tm.cols, mask)?);
+        let offset = self.eval(&tm.offset, mask)?;
         for t in mask.lanes() {
             let [rows, cols] = [rows[t], cols[t]].map(|v| u64::from(v.reg_bits()));
             if let Some(what) = extent_problem(rows, cols, tm.elem.size()) {
@@ -313,11 +314,15 @@ impl<'m> Machine<'m, '_> {
             let Region::Shared(array) = d.region else {
                 return Err(self.malformed(e.span, "a tma_load destination outside shared memory"));
             };
-            let align: u64 = if tm.swizzled() { 1024 } else { 128 };
+            // A swizzled box needs the pattern's period: 8 rows of its width.
+            let align = match tm.swizzle_bytes() {
+                0 => 128,
+                b => 8 * u64::from(b),
+            };
             if d.offset % align as i64 != 0 || kernel.shared[array].align() < align {
-                let op = match tm.swizzled() {
-                    true => "tma_load (a 128-byte-swizzled box needs a 1024-byte aligned destination: a `swizzle`d array of 128-byte rows)",
-                    false => "tma_load (the destination must be 128-byte aligned)",
+                let op = match tm.swizzle_bytes() {
+                    0 => "tma_load (the destination must be 128-byte aligned)",
+                    _ => "tma_load (a swizzled box needs a destination aligned to 8 of its rows: a `swizzle`d array of rows of its width)",
                 };
                 return Err(self.error_at(
                     e.span,
@@ -332,7 +337,7 @@ impl<'m> Machine<'m, '_> {
             let data = self.read_box(
                 tm,
                 self.var(tm.param)[t],
-                [rows, cols],
+                [u64::from(offset[t].reg_bits()), rows, cols],
                 [row[t], col[t]],
                 t,
                 e,
@@ -356,20 +361,31 @@ impl<'m> Machine<'m, '_> {
     }
 
     /// The box of `tm` whose first element is `(row, col)`, as it lands in shared memory: row
-    /// after row, each `box_cols` elements, in the 128-byte swizzle when the map has it (the
-    /// 16-byte chunk `c` of box row `r` stored at chunk `c ^ (r % 8)`, the layout of a `swizzle`d
-    /// array with 128-byte rows), zero where the box leaves the tensor.
+    /// after row, each `box_cols` elements, in the map's swizzle when it has one (address bits
+    /// 4.. XORed with the bits 7.. that count 128-byte lines, as many bits as the swizzle has
+    /// 16-byte chunks per row: the layout of a `swizzle`d array of rows of that width), zero
+    /// where the box leaves the tensor, which starts `offset` elements into `tensor`.
     fn read_box(
         &mut self,
         tm: &TensorMap,
         tensor: Value,
-        [rows, cols]: [u64; 2],
+        [offset, rows, cols]: [u64; 3],
         [row, col]: [Value; 2],
         t: usize,
         e: &'m Expr,
     ) -> Result<Vec<u8>> {
-        let src = self.pointer(tensor, e.span)?;
+        let mut src = self.pointer(tensor, e.span)?;
         let size = tm.elem.size() as usize;
+        src.offset += (offset as usize * size) as i64;
+        if src.offset % 16 != 0 {
+            let map = tm.name.clone();
+            let what = format!(
+                "the tensor starts {} bytes into its buffer: TMA needs a 16-byte aligned start",
+                src.offset
+            );
+            return Err(self.error_at(e.span, ErrorKind::TensorMap { map, what }));
+        }
+        let chunk_mask = (tm.swizzle_bytes() as usize / 16).saturating_sub(1);
         let (row, col) = (u64::from(row.reg_bits()), u64::from(col.reg_bits()));
         let mut data = vec![0u8; tm.box_bytes() as usize];
         // Columns of the box inside the tensor; the rest stay zero.
@@ -389,9 +405,7 @@ impl<'m> Machine<'m, '_> {
                 .map_err(|f| self.fault(f, t, e.span))?;
             for (c, element) in bytes.chunks_exact(size).enumerate() {
                 let mut at = (r as usize * tm.box_cols as usize + c) * size;
-                if tm.swizzled() {
-                    at ^= ((at >> 7) & 7) << 4;
-                }
+                at ^= ((at >> 7) & chunk_mask) << 4;
                 data[at..at + size].copy_from_slice(element);
             }
         }

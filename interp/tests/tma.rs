@@ -1,7 +1,9 @@
-//! TMA tensor copies and mbarriers: boxes with ragged edges (zero past the tensor), the 128-byte
-//! swizzle read back through a `swizzle`d array, 144-byte u32 rows (a Q4_K super-block), phases
-//! reused across a loop, and the errors: reading before the wait, waiting for a phase that
-//! cannot complete, a misaligned destination, a tensor the driver would not encode.
+//! TMA tensor copies and mbarriers: boxes with ragged edges (zero past the tensor), the 32-, 64-
+//! and 128-byte swizzles read back through `swizzle`d arrays, 144-byte u32 rows (a Q4_K
+//! super-block), tensors that start past the buffer's start, phases reused across a loop, and
+//! the errors: reading before the wait, waiting for a phase that cannot complete, a misaligned
+//! destination or tensor, a swizzled box into a plain array, a tensor the driver would not
+//! encode.
 
 use half::f16;
 use rand::rngs::StdRng;
@@ -9,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use zinc_dsl::Compilation;
 use zinc_interp::{Arg, Buffer, Element, ErrorKind, InterpError, Interpreter, Value};
 
-/// Each block copies its BR-row stripe of `x` (rows x cols) box by box (BR x BC, one mbarrier
+/// Each block copies its BR-row stripe of the tensor at `x + OFFSET` (rows x cols) box by box (BR x BC, one mbarrier
 /// phase per box, parity alternating) into `dst`, and its 64 threads write the box to `out`, a
 /// (rows rounded up to BR) x (cols rounded up to BC) tensor, so the zero fill shows.
 const BOX_COPY: &str = "
@@ -17,7 +19,7 @@ kernel box_copy<BR: u32 = 16, BC: u32 = 32>(x: global [ELEM], out: global mut [E
                                            cols: u32)
     grid(1, cdiv(rows, BR)) block(64)
 {
-    let xm = tensor_map(x, rows, cols, BR, BC);
+    let xm = tensor_map(x + OFFSET, rows, cols, BR, BC);
     shared dst: [BR][BC] ELEM LAYOUT;
     shared bars: [2] u64;
     if thread.x == 0 { mbarrier_init(bars[1], 1); }
@@ -41,21 +43,24 @@ kernel box_copy<BR: u32 = 16, BC: u32 = 32>(x: global [ELEM], out: global mut [E
 ";
 
 /// The kernel with its placeholders filled: element type, layout, the bytes expected per box,
-/// the destination row, and a statement before the wait.
+/// the destination row, a statement before the wait, and the tensor's offset into `x`.
 struct Variant<'a> {
     elem: &'a str,
     layout: &'a str,
     expect: &'a str,
     dst_row: &'a str,
     early: &'a str,
+    offset: &'a str,
 }
 
+/// Boxes of 24 f16 (48-byte rows, no swizzle) unless a test sets BC.
 const PLAIN_F16: Variant = Variant {
     elem: "f16",
     layout: "",
     expect: "BR * BC * 2",
     dst_row: "0",
     early: "",
+    offset: "0",
 };
 
 fn compile(v: &Variant, defines: &[(&str, u32)]) -> Compilation {
@@ -64,7 +69,8 @@ fn compile(v: &Variant, defines: &[(&str, u32)]) -> Compilation {
         .replace("LAYOUT", v.layout)
         .replace("EXPECT", v.expect)
         .replace("DST_ROW", v.dst_row)
-        .replace("EARLY", v.early);
+        .replace("EARLY", v.early)
+        .replace("OFFSET", v.offset);
     let defines: Vec<(String, String)> = defines
         .iter()
         .map(|(k, x)| (k.to_string(), x.to_string()))
@@ -79,20 +85,23 @@ fn launch(c: &Compilation, args: &mut [Arg]) -> Result<(), InterpError> {
         .launch("box_copy", args)
 }
 
-/// Runs the copy of a random rows x cols tensor and checks `out` against `x` padded with zeros.
+/// Runs the copy of a random rows x cols tensor, `lead` random elements into `x` (which `v`'s
+/// offset must say), and checks `out` against the tensor padded with zeros.
 fn check<T: Element + PartialEq + std::fmt::Debug>(
     v: &Variant,
     [br, bc]: [usize; 2],
     [rows, cols]: [usize; 2],
+    lead: usize,
     random: impl Fn(&mut StdRng) -> T,
     zero: T,
 ) {
     let c = compile(v, &[("BR", br as u32), ("BC", bc as u32)]);
     let mut rng = StdRng::seed_from_u64((rows * 1000 + cols) as u64);
-    let x: Vec<T> = (0..rows * cols).map(|_| random(&mut rng)).collect();
+    let buffer: Vec<T> = (0..lead + rows * cols).map(|_| random(&mut rng)).collect();
+    let x = &buffer[lead..];
     let (out_rows, out_cols) = (rows.div_ceil(br) * br, cols.div_ceil(bc) * bc);
     let mut args = vec![
-        Arg::ReadOnly(Buffer::from_slice(&x)),
+        Arg::ReadOnly(Buffer::from_slice(&buffer)),
         Arg::Buffer(Buffer::from_slice(&vec![
             random(&mut rng);
             out_rows * out_cols
@@ -122,21 +131,63 @@ fn nonzero_f16(rng: &mut StdRng) -> f16 {
 
 #[test]
 fn ragged_f16_boxes_read_zero_past_the_edges() {
-    for shape in [[37, 72], [16, 32], [5, 8], [48, 104]] {
-        check(&PLAIN_F16, [16, 32], shape, nonzero_f16, f16::ZERO);
+    for shape in [[37, 72], [16, 24], [5, 8], [48, 104]] {
+        check(&PLAIN_F16, [16, 24], shape, 0, nonzero_f16, f16::ZERO);
     }
 }
 
-/// 64 f16 per box row is the 128-byte swizzle; reading it back through a `swizzle`d array
-/// (whose indexing applies the language's swizzle) gives the tensor: the two patterns agree.
+/// Box rows of 32, 64 or 128 bytes land in the swizzle of that width; reading them back through
+/// a `swizzle`d array (whose indexing applies the language's swizzle) gives the tensor: the
+/// patterns agree for every width.
 #[test]
 fn swizzled_box_matches_the_swizzled_array() {
     let swizzled = Variant {
         layout: "swizzle",
         ..PLAIN_F16
     };
-    for shape in [[37, 136], [64, 64], [9, 200]] {
-        check(&swizzled, [16, 64], shape, nonzero_f16, f16::ZERO);
+    for bc in [16, 32, 64] {
+        for shape in [[37, 136], [64, 64], [9, 200]] {
+            check(&swizzled, [16, bc], shape, 0, nonzero_f16, f16::ZERO);
+        }
+    }
+    // u32 rows of 64 and 128 bytes (Q6_K's high-bit and low-nibble planes).
+    let u32_swizzled = Variant {
+        elem: "u32",
+        expect: "BR * BC * 4",
+        ..swizzled
+    };
+    for bc in [16, 32] {
+        check(
+            &u32_swizzled,
+            [24, bc],
+            [50, 96],
+            0,
+            |r| r.random_range(1..u32::MAX),
+            0,
+        );
+    }
+}
+
+/// A tensor that starts `x + offset` into its buffer (a plane of a planar layout): the elements
+/// before it are never read, and the edges are the tensor's, not the buffer's.
+#[test]
+fn tensors_start_at_their_offset() {
+    let shifted = Variant {
+        elem: "u32",
+        expect: "BR * BC * 4",
+        offset: "cols * 3 + 4",
+        ..PLAIN_F16
+    };
+    for shape in [[21, 36], [8, 72]] {
+        let lead = shape[1] * 3 + 4;
+        check(
+            &shifted,
+            [8, 36],
+            shape,
+            lead,
+            |r| r.random_range(1..u32::MAX),
+            0,
+        );
     }
 }
 
@@ -153,15 +204,16 @@ fn q4k_superblock_rows_of_u32() {
             &u32_rows,
             [8, 36],
             shape,
+            0,
             |r| r.random_range(1..u32::MAX),
             0,
         );
     }
 }
 
-/// A launch of the f16 kernel `v` on a 37 x 72 tensor with 16 x 32 boxes; its error.
-fn failure(v: &Variant) -> InterpError {
-    let c = compile(v, &[("BR", 16), ("BC", 32)]);
+/// A launch of the f16 kernel `v` on a 37 x 72 tensor with 16 x `bc` boxes; its error.
+fn failure_with(v: &Variant, bc: u32) -> InterpError {
+    let c = compile(v, &[("BR", 16), ("BC", bc)]);
     let mut args = vec![
         Arg::ReadOnly(Buffer::from_f16(&[f16::ONE; 37 * 72])),
         Arg::Buffer(Buffer::from_f16(&[f16::ZERO; 48 * 96])),
@@ -169,6 +221,11 @@ fn failure(v: &Variant) -> InterpError {
         Arg::Scalar(Value::U32(72)),
     ];
     launch(&c, &mut args).unwrap_err()
+}
+
+/// [`failure_with`] on boxes of 24 f16 (48-byte rows, no swizzle).
+fn failure(v: &Variant) -> InterpError {
+    failure_with(v, 24)
 }
 
 #[test]
@@ -203,7 +260,7 @@ fn waiting_for_bytes_that_never_come_is_a_deadlock() {
 
 #[test]
 fn destination_off_the_128_byte_grid_is_misaligned() {
-    // Row 1 of 32 f16 starts at byte 64.
+    // Row 1 of 24 f16 starts at byte 48.
     let off = Variant {
         dst_row: "1",
         ..PLAIN_F16
@@ -213,11 +270,36 @@ fn destination_off_the_128_byte_grid_is_misaligned() {
         matches!(
             err.kind(),
             ErrorKind::Misaligned {
-                offset: 64,
+                offset: 48,
                 align: 128,
                 ..
             }
         ),
+        "{err}"
+    );
+}
+
+/// A box of 64-byte rows lands in the 64-byte swizzle, which a plain array (aligned to 128
+/// bytes) cannot hold: it needs the 512-byte period of a `swizzle`d array.
+#[test]
+fn swizzled_box_into_a_plain_array_is_refused() {
+    let err = failure_with(&PLAIN_F16, 32);
+    assert!(
+        matches!(err.kind(), ErrorKind::Misaligned { align: 512, .. }),
+        "{err}"
+    );
+}
+
+/// TMA reads tensors from 16-byte aligned addresses: 4 f16 into the buffer is 8 bytes.
+#[test]
+fn tensor_off_the_16_byte_grid_is_refused() {
+    let off = Variant {
+        offset: "4",
+        ..PLAIN_F16
+    };
+    let err = failure(&off);
+    assert!(
+        matches!(err.kind(), ErrorKind::TensorMap { what, .. } if what.contains("16-byte aligned")),
         "{err}"
     );
 }

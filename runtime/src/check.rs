@@ -309,12 +309,13 @@ fn lookup_name(sig: &KernelSignature, args: &[ArgDesc], name: &str) -> Option<i1
     from_args.or_else(|| sig.specialization_int(name))
 }
 
-/// The (rows, columns) of each of the kernel's tensor maps for these arguments (checked by
-/// [`plan_launch`]), each within its buffer and with rows a multiple of 16 bytes, as TMA needs.
+/// The (offset, rows, columns) of each of the kernel's tensor maps for these arguments (checked
+/// by [`plan_launch`]), in elements: each within its buffer, starting at a multiple of 16 bytes
+/// into it and with rows a multiple of 16 bytes, as TMA needs.
 pub fn tensor_map_extents(
     sig: &KernelSignature,
     args: &[ArgDesc],
-) -> Result<Vec<[u64; 2]>, LaunchError> {
+) -> Result<Vec<[u64; 3]>, LaunchError> {
     let lookup = |name: &str| lookup_name(sig, args, name);
     let mut out = Vec::with_capacity(sig.tensor_maps.len());
     for m in &sig.tensor_maps {
@@ -324,28 +325,40 @@ pub fn tensor_map_extents(
             param: param.clone(),
             reason,
         };
-        let mut extent = [0u64; 2];
-        for (slot, expr) in extent.iter_mut().zip([&m.rows, &m.cols]) {
+        let mut extent = [0u64; 3];
+        for (i, (slot, expr)) in extent
+            .iter_mut()
+            .zip([&m.offset, &m.rows, &m.cols])
+            .enumerate()
+        {
             let v = expr.eval(&lookup).map_err(|e| bad(e.to_string()))?;
+            let least = u64::from(i > 0);
             *slot = u64::try_from(v)
                 .ok()
-                .filter(|&v| (1..1 << 32).contains(&v))
-                .ok_or_else(|| bad(format!("`{}` is {v}, not 1 to 2^32 - 1", expr.text())))?;
+                .filter(|&v| (least..1 << 32).contains(&v))
+                .ok_or_else(|| bad(format!("`{}` is {v}, not {least} to 2^32 - 1", expr.text())))?;
         }
-        let [rows, cols] = extent;
-        let row_bytes = cols * m.elem.size_bytes() as u64;
+        let [offset, rows, cols] = extent;
+        let size = m.elem.size_bytes() as u64;
+        let row_bytes = cols * size;
         if !row_bytes.is_multiple_of(16) {
             return Err(bad(format!(
                 "rows of {cols} elements are {row_bytes} bytes, not a multiple of 16"
+            )));
+        }
+        if !(offset * size).is_multiple_of(16) {
+            return Err(bad(format!(
+                "the tensor starts {} bytes into the buffer, not a multiple of 16",
+                offset * size
             )));
         }
         let len = match args.get(m.param) {
             Some(ArgDesc::Buffer { len, .. }) => *len as u64,
             _ => 0,
         };
-        if rows * cols > len {
+        if offset + rows * cols > len {
             return Err(bad(format!(
-                "{rows} x {cols} elements do not fit the buffer's {len}"
+                "{rows} x {cols} elements from element {offset} do not fit the buffer's {len}"
             )));
         }
         out.push(extent);
@@ -549,14 +562,15 @@ mod tests {
     #[test]
     fn tensor_maps_are_sized_from_the_arguments_and_checked() {
         let maps = r#"[{"param": "a", "elem": "f32", "rows": "n / 8", "cols": "BLOCK / 32",
-                        "box": [4, 8], "swizzle": false}]"#;
+                        "box": [4, 8], "swizzle": 32}]"#;
         let mut v: serde_json::Value = serde_json::from_str(VECTOR_ADD).unwrap();
         v["tensor_maps"] = serde_json::from_str(maps).unwrap();
         let s = KernelSignature::from_json(&v.to_string()).unwrap();
         assert_eq!(s.tensor_maps[0].param, 0);
         assert_eq!(s.tensor_maps[0].box_dims, [4, 8]);
-        // n = 64: 8 rows of 8 f32 (32 bytes) in the 64 elements of `a`.
-        assert_eq!(tensor_map_extents(&s, &good_args(64)), Ok(vec![[8, 8]]));
+        assert_eq!(s.tensor_maps[0].swizzle, 32);
+        // n = 64: 8 rows of 8 f32 (32 bytes) in the 64 elements of `a`, from its start.
+        assert_eq!(tensor_map_extents(&s, &good_args(64)), Ok(vec![[0, 8, 8]]));
         let reason = |n: u32, len: usize| {
             let mut args = good_args(n);
             args[0] = buf(DType::F32, len, false);
@@ -572,6 +586,31 @@ mod tests {
         assert!(matches!(
             tensor_map_extents(&s, &good_args(64)),
             Err(LaunchError::TensorMap { reason, .. }) if reason.contains("multiple of 16")
+        ));
+        // An offset of n / 16 f32: 16 bytes when n = 64, 12 (misaligned) when n = 48; the
+        // tensor must still fit after it.
+        let mut shifted = v.clone();
+        shifted["tensor_maps"][0]["offset"] = "n / 16".into();
+        let s = KernelSignature::from_json(&shifted.to_string()).unwrap();
+        let extents = |n: u32, len: usize| {
+            let mut args = good_args(n);
+            args[0] = buf(DType::F32, len, false);
+            tensor_map_extents(&s, &args)
+        };
+        assert_eq!(extents(64, 68), Ok(vec![[4, 8, 8]]));
+        assert!(matches!(
+            extents(64, 67),
+            Err(LaunchError::TensorMap { reason, .. }) if reason.contains("from element 4 do not fit")
+        ));
+        assert!(matches!(
+            extents(48, 64),
+            Err(LaunchError::TensorMap { reason, .. }) if reason.contains("12 bytes into the buffer")
+        ));
+        let mut bad_swizzle = v.clone();
+        bad_swizzle["tensor_maps"][0]["swizzle"] = 48.into();
+        assert!(matches!(
+            KernelSignature::from_json(&bad_swizzle.to_string()),
+            Err(crate::SignatureError::TensorMap { reason, .. }) if reason.contains("swizzle 48")
         ));
         let unbound = v.to_string().replace("n / 8", "m");
         assert!(matches!(

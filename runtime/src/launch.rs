@@ -9,7 +9,7 @@ use cudarc::driver::{
 };
 
 use crate::buffer::{DeviceBuffer, Storage};
-use crate::check::{plan_launch, tensor_map_extents, ArgDesc, Grid, LaunchDims};
+use crate::check::{plan_launch, tensor_map_extents, ArgDesc, Grid, LaunchDims, LaunchError};
 use crate::dtype::{DType, DeviceElem, ScalarValue};
 use crate::emulated::{HostArg, HostLauncher};
 use crate::error::{During, Result, RuntimeError};
@@ -196,7 +196,17 @@ impl Kernel {
                     } => raw.device_ptr(stream).0,
                     _ => return Err(RuntimeError::WrongDevice),
                 };
-                encode(spec, ptr, extent).during("encoding a TMA tensor map")
+                let [offset, rows, cols] = extent;
+                let start = ptr + offset * spec.elem.size_bytes() as u64;
+                if !start.is_multiple_of(16) {
+                    return Err(LaunchError::TensorMap {
+                        kernel: self.sig.name.clone(),
+                        param: self.sig.params[spec.param].name.clone(),
+                        reason: format!("the tensor's address {start:#x} is not 16-byte aligned"),
+                    }
+                    .into());
+                }
+                encode(spec, start, [rows, cols]).during("encoding a TMA tensor map")
             })
             .collect()
     }

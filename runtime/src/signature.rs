@@ -92,16 +92,17 @@ pub struct KernelSignature {
 }
 
 /// A tensor map over view parameter `param` (an index into `params`): `rows` x `cols` elements
-/// with dense rows, copied in boxes of `box_dims` (rows, columns), 128-byte swizzled if
-/// `swizzle`.
+/// with dense rows, starting `offset` elements into the buffer, copied in boxes of `box_dims`
+/// (rows, columns) that land in the `swizzle`-byte swizzle (0: none, or 32, 64, 128).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorMapSpec {
     pub param: usize,
     pub elem: DType,
+    pub offset: GridExpr,
     pub rows: GridExpr,
     pub cols: GridExpr,
     pub box_dims: [u32; 2],
-    pub swizzle: bool,
+    pub swizzle: u32,
 }
 
 // Unknown fields are ignored, so the compiler can add fields without breaking the runtime.
@@ -124,12 +125,18 @@ struct RawSignature {
 #[derive(Deserialize)]
 struct RawTensorMap {
     param: String,
+    #[serde(default = "zero_offset")]
+    offset: String,
     rows: String,
     cols: String,
     #[serde(rename = "box")]
     box_dims: [u32; 2],
     #[serde(default)]
-    swizzle: bool,
+    swizzle: u32,
+}
+
+fn zero_offset() -> String {
+    "0".into()
 }
 
 #[derive(Deserialize)]
@@ -244,8 +251,14 @@ impl KernelSignature {
             });
             let (param, elem) =
                 view.ok_or_else(|| bad("no view parameter of scalars has that name".into()))?;
-            let mut extents = Vec::with_capacity(2);
-            for text in [&m.rows, &m.cols] {
+            if !matches!(m.swizzle, 0 | 32 | 64 | 128) {
+                return Err(bad(format!(
+                    "swizzle {} is not 0, 32, 64 or 128",
+                    m.swizzle
+                )));
+            }
+            let mut extents = Vec::with_capacity(3);
+            for text in [&m.offset, &m.rows, &m.cols] {
                 let expr = GridExpr::parse(text).map_err(|e| bad(e.to_string()))?;
                 if let Some(name) = expr
                     .names()
@@ -258,10 +271,12 @@ impl KernelSignature {
                 }
                 extents.push(expr);
             }
-            let [rows, cols]: [GridExpr; 2] = extents.try_into().expect("two extents");
+            let [offset, rows, cols]: [GridExpr; 3] =
+                extents.try_into().expect("an offset and two extents");
             tensor_maps.push(TensorMapSpec {
                 param,
                 elem,
+                offset,
                 rows,
                 cols,
                 box_dims: m.box_dims,

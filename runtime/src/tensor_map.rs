@@ -34,7 +34,7 @@ fn data_type(elem: DType) -> Data {
     }
 }
 
-/// The map of `spec` over the buffer at device address `ptr`, `[rows, cols]` elements.
+/// The map of `spec` over the tensor at device address `ptr`, `[rows, cols]` elements.
 pub(crate) fn encode(
     spec: &TensorMapSpec,
     ptr: sys::CUdeviceptr,
@@ -47,8 +47,10 @@ pub(crate) fn encode(
     let boxes = [box_cols, box_rows];
     let steps = [1u32, 1];
     let swizzle = match spec.swizzle {
-        true => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-        false => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+        128 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+        64 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
+        32 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_32B,
+        _ => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
     };
     // SAFETY: every array holds the rank (2) entries the driver reads (strides: rank - 1), and
     // `map` is written by the driver before it is read.

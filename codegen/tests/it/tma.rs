@@ -39,9 +39,10 @@ fn build(arch: &str) -> Result<(String, String), String> {
 #[test]
 fn tma_kernels_pass_maps_by_value_and_emit_the_async_copies() {
     let (ptx, manifest) = build("sm_90a").unwrap();
-    // The host sizes the map from the arguments: the rows, and K / 2 * 2 columns.
+    // The host sizes the map from the arguments: the rows, and K / 2 * 2 columns, from the
+    // buffer's start; 128-byte box rows are 128-byte swizzled.
     assert!(
-        manifest.contains(r#""tensor_maps": [{"param": "x", "elem": "f16", "rows": "T", "cols": "((K / 2) * 2)", "box": [64, 64], "swizzle": true}]"#),
+        manifest.contains(r#""tensor_maps": [{"param": "x", "elem": "f16", "offset": "0", "rows": "T", "cols": "((K / 2) * 2)", "box": [64, 64], "swizzle": 128}]"#),
         "{manifest}"
     );
     for needle in [

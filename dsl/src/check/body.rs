@@ -453,9 +453,10 @@ impl<'c, 'a> FnCx<'c, 'a> {
     }
 
     /// `let m = tensor_map(x, rows, cols, box_rows, box_cols)` at the top of a kernel body: `x`
-    /// a global view parameter of 1-, 2-, 4- or 8-byte scalars, `rows` and `cols` over the
-    /// scalar parameters and constants (the host evaluates them), the box constants of 1 to
-    /// 256 with rows a multiple of 16 bytes.
+    /// a global view parameter of 1-, 2-, 4- or 8-byte scalars, or `x + offset` for a tensor
+    /// that starts `offset` elements in; the offset, `rows` and `cols` over the scalar
+    /// parameters and constants (the host evaluates them), the box constants of 1 to 256 with
+    /// rows a multiple of 16 bytes.
     fn tensor_map_decl(
         &mut self,
         name: &ast::Ident,
@@ -473,7 +474,20 @@ impl<'c, 'a> FnCx<'c, 'a> {
             return Err(self.error(d));
         }
         self.arity("tensor_map", args, 5, span)?;
-        let param = match &args[0].kind {
+        // `x + offset`: the tensor starts `offset` elements into the buffer. The parser reads
+        // `x + a + b` as `(x + a) + b`, so the offset is every term after the leftmost.
+        let mut base = &args[0];
+        let mut terms = Vec::new();
+        while let ast::ExprKind::Binary(ir::BinOp::Add, a, b) = &base.kind {
+            terms.push(&**b);
+            base = &**a;
+        }
+        let offset = terms.into_iter().rev().cloned().reduce(|a, b| ast::Expr {
+            span: a.span.to(b.span),
+            depth: a.depth.max(b.depth) + 1,
+            kind: ast::ExprKind::Binary(ir::BinOp::Add, Box::new(a), Box::new(b)),
+        });
+        let param = match &base.kind {
             ast::ExprKind::Name(n) => match self.lookup(n) {
                 Some(Binding::Var(id)) if self.origins[id.0 as usize] == Origin::Param => Some(*id),
                 _ => None,
@@ -496,12 +510,23 @@ impl<'c, 'a> FnCx<'c, 'a> {
             return Err(self.error(d));
         };
         let u32_ty = Type::Scalar(Scalar::U32);
+        let zero = ast::Expr {
+            kind: ast::ExprKind::Int {
+                value: 0,
+                suffix: Some(Scalar::U32),
+            },
+            span: args[0].span,
+            depth: 1,
+        };
         let mut extents = Vec::new();
-        for (a, what) in args[1..3].iter().zip(["rows", "columns"]) {
+        for (a, what) in [offset.as_ref().unwrap_or(&zero), &args[1], &args[2]]
+            .into_iter()
+            .zip(["offset", "rows", "columns"])
+        {
             let x = self.expect(a, &u32_ty, &format!("a tensor map's {what}"))?;
             if let Some(at) = self.host_unknown(&x) {
                 let d = Diagnostic::error(
-                    "a tensor map's rows and columns may only use the kernel's scalar parameters and constants",
+                    "a tensor map's offset, rows and columns may only use the kernel's scalar parameters and constants",
                     at,
                 );
                 return Err(self.error(d));
@@ -532,11 +557,12 @@ impl<'c, 'a> FnCx<'c, 'a> {
             );
             return Err(self.error(d));
         }
-        let [rows, cols]: [ir::Expr; 2] = extents.try_into().map_err(|_| Reported)?;
+        let [offset, rows, cols]: [ir::Expr; 3] = extents.try_into().map_err(|_| Reported)?;
         self.tensor_maps.push(ir::TensorMap {
             name: name.name.clone(),
             param,
             elem,
+            offset,
             rows,
             cols,
             box_rows: boxes[0],
