@@ -271,13 +271,15 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
 }
 
 /// gemm_wg's tiles (`kernel` is gemm_q4k_wg, gemm_q5k_wg or gemm_q6k_wg; Q6_K's tune agreed with
-/// Q4_K's choices at every anchor, Q5_K takes them untuned) for a `t` x `n` x `k` product, the H200's fastest at the issue-5 anchors
-/// (docs/PERF.md, session 6): two warpgroups (128 weight rows) on 256 tokens where that makes a
-/// block per SM (T=512 N=14336 K=4096: 117.8 us, T=2048 N=4096 K=14336: 421.6), the same with K
-/// split in two where the split does and K is long (T=512 N=4096 K=14336: 111.5 against 127.9
-/// for one warpgroup), else one warpgroup on 256 tokens (T=512 N=4096 K=4096: 38.2), split where
-/// even that leaves SMs idle (T=512 N=1024 K=4096: 27.2); short batches take one warpgroup on
-/// the smallest tile that holds them.
+/// Q4_K's choices at every anchor, Q5_K takes them untuned) for a `t` x `n` x `k` product, the
+/// H200's fastest at the issue-5 anchors (docs/PERF.md, sessions 6 and 8): two warpgroups (128
+/// weight rows) on 256 tokens where that makes three quarters of a block per SM or more (T=512
+/// N=14336 K=4096: 102.0 us; T=512 N=6144 K=4096, 96 blocks: 48.3 against 60.0 for one
+/// warpgroup), the same with K split in two where the split does and K is long (T=512 N=4096
+/// K=14336: 100.9), else one warpgroup on 256 tokens with a 5-deep ring (T=512 N=4096 K=4096:
+/// 31.0 against 34.2 with 4 stages and 46.2 for two warpgroups on 64 blocks), split where even
+/// that leaves SMs idle (T=512 N=1024 K=4096: 27.2); short batches take one warpgroup on the
+/// smallest tile that holds them.
 fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     let blocks = |rows: usize, tokens: usize| t.div_ceil(tokens) * n.div_ceil(rows);
     let variant = if t <= 128 {
@@ -285,12 +287,12 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
             true => "WG=1,BT=64",
             false => "WG=1,BT=128",
         }
-    } else if blocks(128, 256) >= FULL_GRID {
+    } else if 4 * blocks(128, 256) >= 3 * FULL_GRID {
         "BT=256"
     } else if 2 * blocks(128, 256) >= FULL_GRID && k >= 8192 {
         "BT=256,SPLITK=2"
     } else if blocks(64, 256) >= FULL_GRID || k < 512 {
-        "WG=1,BT=256"
+        "WG=1,BT=256,STAGES=5"
     } else {
         "WG=1,BT=256,SPLITK=2"
     };
@@ -479,9 +481,10 @@ mod tests {
         assert_eq!(tiles(512, 14336, 4096), "BT=256");
         assert_eq!(tiles(2048, 4096, 14336), "BT=256");
         assert_eq!(tiles(512, 4096, 14336), "BT=256,SPLITK=2");
-        assert_eq!(tiles(512, 4096, 4096), "WG=1,BT=256");
+        assert_eq!(tiles(512, 6144, 4096), "BT=256");
+        assert_eq!(tiles(512, 4096, 4096), "WG=1,BT=256,STAGES=5");
         assert_eq!(tiles(512, 1024, 4096), "WG=1,BT=256,SPLITK=2");
-        assert_eq!(tiles(200, 4096, 256), "WG=1,BT=256");
+        assert_eq!(tiles(200, 4096, 256), "WG=1,BT=256,STAGES=5");
         assert_eq!(tiles(100, 4096, 4096), "WG=1,BT=64");
         assert_eq!(tiles(100, 14336, 4096), "WG=1,BT=128");
         assert_eq!(tiles(9, 14336, 4096), "WG=1,BT=64");
