@@ -270,28 +270,35 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
     Some(format!("{kernel}{variant}"))
 }
 
+/// SMs of the GPUs that run gemm_wg (sm_90a: H100 SXM and H200; an H100 PCIe has 114).
+const WGMMA_SMS: usize = 132;
+
 /// gemm_wg's tiles (`kernel` is gemm_q4k_wg, gemm_q5k_wg or gemm_q6k_wg; Q6_K's tune agreed with
 /// Q4_K's choices at every anchor, Q5_K takes them untuned) for a `t` x `n` x `k` product, the
-/// H200's fastest at the issue-5 anchors (docs/PERF.md, sessions 6 and 8): two warpgroups (128
-/// weight rows) on 256 tokens where that makes three quarters of a block per SM or more (T=512
-/// N=14336 K=4096: 102.0 us; T=512 N=6144 K=4096, 96 blocks: 48.3 against 60.0 for one
-/// warpgroup), the same with K split in two where the split does and K is long (T=512 N=4096
-/// K=14336: 100.9), else one warpgroup on 256 tokens with a 5-deep ring (T=512 N=4096 K=4096:
-/// 31.0 against 34.2 with 4 stages and 46.2 for two warpgroups on 64 blocks), split where even
-/// that leaves SMs idle (T=512 N=1024 K=4096: 27.2); short batches take one warpgroup on the
-/// smallest tile that holds them.
+/// H200's fastest (docs/PERF.md, sessions 6 and 8). Two warpgroups (128 weight rows) on 256
+/// tokens where that makes a block per SM (T=512 N=14336 K=4096: 102.0 us), the same with K split
+/// in two where the split does and K is long (T=512 N=4096 K=14336: 100.9). Below that, one
+/// warpgroup on 256 tokens with a 5-deep ring where its twice as many blocks fill exactly one
+/// wave (T=512 N=4096 K=4096, 128 blocks: 31.0 against 46.2 for two warpgroups), two warpgroups
+/// where one warpgroup's blocks would need a second wave (one partial wave of 64 to 96 blocks
+/// takes 45-47 us at K=4096 and T=512, against 55 for one warpgroup's 144 to 192), one
+/// warpgroup with K split where even that leaves SMs idle (T=512 N=1024 K=4096: 27.2). Short
+/// batches take one warpgroup on the smallest tile that holds them.
 fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     let blocks = |rows: usize, tokens: usize| t.div_ceil(tokens) * n.div_ceil(rows);
+    let (wide, narrow) = (blocks(128, 256), blocks(64, 256));
     let variant = if t <= 128 {
         match t <= 64 || blocks(64, 128) < FULL_GRID {
             true => "WG=1,BT=64",
             false => "WG=1,BT=128",
         }
-    } else if 4 * blocks(128, 256) >= 3 * FULL_GRID {
+    } else if wide >= FULL_GRID {
         "BT=256"
-    } else if 2 * blocks(128, 256) >= FULL_GRID && k >= 8192 {
+    } else if 2 * wide >= FULL_GRID && k >= 8192 {
         "BT=256,SPLITK=2"
-    } else if blocks(64, 256) >= FULL_GRID || k < 512 {
+    } else if narrow > WGMMA_SMS {
+        "BT=256"
+    } else if narrow >= FULL_GRID || k < 512 {
         "WG=1,BT=256,STAGES=5"
     } else {
         "WG=1,BT=256,SPLITK=2"
@@ -482,6 +489,8 @@ mod tests {
         assert_eq!(tiles(2048, 4096, 14336), "BT=256");
         assert_eq!(tiles(512, 4096, 14336), "BT=256,SPLITK=2");
         assert_eq!(tiles(512, 6144, 4096), "BT=256");
+        assert_eq!(tiles(512, 4608, 4096), "BT=256");
+        assert_eq!(tiles(1024, 2560, 4096), "BT=256");
         assert_eq!(tiles(512, 4096, 4096), "WG=1,BT=256,STAGES=5");
         assert_eq!(tiles(512, 1024, 4096), "WG=1,BT=256,SPLITK=2");
         assert_eq!(tiles(200, 4096, 256), "WG=1,BT=256,STAGES=5");
