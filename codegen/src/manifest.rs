@@ -174,7 +174,7 @@ pub(crate) fn type_name(ty: &Type) -> String {
             if *mutable { "mut " } else { "" },
             type_name(elem)
         ),
-        Type::Frag(_) | Type::Array { .. } => ty.to_string(),
+        Type::Frag(_) | Type::Array { .. } | Type::TensorMap(_) => ty.to_string(),
     }
 }
 

@@ -191,6 +191,11 @@ pub enum Type {
         elem: Box<Type>,
         dims: Vec<u32>,
     },
+    /// A TMA tensor map of elements of this type: one of the kernel's maps
+    /// ([`ExprKind::TensorMap`]) or a device function's parameter holding one. Only `TmaLoad`'s
+    /// map operand and call arguments have this type; code generation passes the map's
+    /// address.
+    TensorMap(Scalar),
 }
 
 impl Type {
@@ -201,7 +206,8 @@ impl Type {
         }
     }
 
-    /// Size in bytes of a value of this type in memory (views are 8-byte pointers).
+    /// Size in bytes of a value of this type in memory (views and tensor maps are 8-byte
+    /// addresses).
     pub fn size(&self) -> u32 {
         match self {
             Type::Void => 0,
@@ -210,6 +216,7 @@ impl Type {
             Type::View { .. } => 8,
             Type::Frag(f) => 4 * u32::from(f.regs()),
             Type::Array { elem, dims } => elem.size() * dims.iter().product::<u32>(),
+            Type::TensorMap(_) => 8,
         }
     }
 }
@@ -521,6 +528,9 @@ pub enum ExprKind {
     },
     /// The view of a shared array's first element (type `View { space: Shared, mutable: true }`).
     SharedArray(SharedId),
+    /// The running kernel's tensor map `.0` (an index into its `Launch::tensor_maps`), of type
+    /// `TensorMap(elem)`: only in kernels, as `TmaLoad`'s map operand or a call argument.
+    TensorMap(u32),
     Unary(UnOp, Box<Expr>),
     /// Both operands have the same type, except shifts (the amount has the same type too) and
     /// comparisons (result bool). Vector operands work lane-wise.
@@ -745,13 +755,12 @@ pub enum Builtin {
     MbarrierExpectTx,
     /// `[bar, parity (u32)]`: wait until the phase of parity `parity % 2` has completed. Void.
     MbarrierWait,
-    /// `[dst (shared mut view), row (u32), col (u32), bar]`: `cp.async.bulk.tensor.2d`: copy the
-    /// box of tensor map `.map` (an index into the kernel's `tensor_maps`) whose first element
-    /// is (row, col) to `dst`, completing its bytes on `bar`. Elements past the tensor's edge
-    /// read as zero. Void.
-    TmaLoad {
-        map: u32,
-    },
+    /// `[dst (shared mut view), map (a tensor map of dst's elements), row (u32), col (u32),
+    /// bar]`: `cp.async.bulk.tensor.2d`: copy the box of the map whose first element is (row,
+    /// col) to `dst`, completing its bytes on `bar`. Elements past the tensor's edge read as
+    /// zero. The map is the kernel's ([`ExprKind::TensorMap`]) or a device function's
+    /// `TensorMap` parameter. Void.
+    TmaLoad,
 }
 
 /// Whether function `f` of module `m` uses an sm_90a-only instruction (`wgmma`, the async-proxy
@@ -774,7 +783,7 @@ pub fn needs_sm90a(m: &Module, f: &Function) -> bool {
             | Builtin::MbarrierInit
             | Builtin::MbarrierExpectTx
             | Builtin::MbarrierWait
-            | Builtin::TmaLoad { .. },
+            | Builtin::TmaLoad,
             _,
         ) => found = true,
         ExprKind::Call(id, _) => calls.push(*id),
@@ -863,6 +872,7 @@ fn expr(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
         | ExprKind::Var(_)
         | ExprKind::Element { .. }
         | ExprKind::SharedArray(_)
+        | ExprKind::TensorMap(_)
         | ExprKind::Special(_) => {}
         ExprKind::Unary(_, x)
         | ExprKind::Cast(x)

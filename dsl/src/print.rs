@@ -32,6 +32,7 @@ impl fmt::Display for Type {
                 dims.iter().try_for_each(|d| write!(f, "[{d}]"))?;
                 write!(f, " {elem}")
             }
+            Type::TensorMap(elem) => write!(f, "tensor_map<{}>", elem.name()),
         }
     }
 }
@@ -262,6 +263,14 @@ impl<'m> Printer<'m> {
                     .map_or("?", |a| a.name.as_str());
                 format!("@{name}")
             }
+            // Named as the kernel's header lists it: `tensor_map #0 @xm = ...`.
+            ExprKind::TensorMap(i) => {
+                let name = match self.function.map(|f| &f.kind) {
+                    Some(FunctionKind::Kernel(launch)) => launch.tensor_maps.get(*i as usize),
+                    _ => None,
+                };
+                format!("@{}", name.map_or("?", |m| m.name.as_str()))
+            }
             ExprKind::Unary(op, x) => {
                 let sym = match op {
                     UnOp::Neg => "-",
@@ -412,7 +421,7 @@ fn builtin(b: Builtin) -> String {
         Builtin::MbarrierInit => "mbarrier_init",
         Builtin::MbarrierExpectTx => "mbarrier_expect_tx",
         Builtin::MbarrierWait => "mbarrier_wait",
-        Builtin::TmaLoad { map } => return format!("tma_load<map={map}>"),
+        Builtin::TmaLoad => "tma_load",
     };
     name.to_string()
 }

@@ -908,3 +908,132 @@ fn tensor_maps_and_mbarriers() {
         "a shared `u64` mbarrier",
     );
 }
+
+/// `tma_kernel` with device functions `fns`, for tensor maps passed to functions.
+fn tma_module(fns: &str, decl: &str, body: &str) -> String {
+    format!("{fns}\n{}", tma_kernel(decl, body))
+}
+
+/// A kernel passes its map to a function, which passes it on to the one that loads the box.
+const MAP_FNS: &str = "
+fn load_box(dst: shared mut [f16], m: tensor_map<f16>, row: u32, bar: shared mut [u64]) {
+    pass_on(dst, m, row, bar);
+}
+fn pass_on(dst: shared mut [f16], m: tensor_map<f16>, row: u32, bar: shared mut [u64]) {
+    tma_load(dst, m, row, 0, bar);
+}";
+
+#[test]
+fn tensor_maps_pass_to_functions() {
+    let good = "let xm = tensor_map(x, rows, cols, 16, 64);";
+    let m = compile_with(
+        &tma_module(MAP_FNS, good, "load_box(dst, xm, 16, bars + 1);"),
+        &[],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let find = |name: &str| m.functions.iter().find(|f| f.name == name).unwrap();
+    // The kernel passes its map #0; the functions pass and load their parameter.
+    let mut kernel_body = find("k").body.clone();
+    let mut passed = vec![];
+    zinc_dsl::ir::for_each_expr_mut(&mut kernel_body, &mut |e| {
+        if let ExprKind::Call(_, args) = &e.kind {
+            passed.push(args[1].clone());
+        }
+    });
+    assert!(
+        matches!(&passed[..], [a] if a.kind == ExprKind::TensorMap(0) && a.ty == Type::TensorMap(Scalar::F16)),
+        "{passed:?}"
+    );
+    let pass_on = find("pass_on");
+    let param = pass_on.params[1];
+    assert_eq!(
+        pass_on.vars[param.0 as usize].ty,
+        Type::TensorMap(Scalar::F16)
+    );
+    let StmtKind::Expr(load) = &pass_on.body[0].kind else {
+        panic!("{:?}", pass_on.body)
+    };
+    let ExprKind::Builtin(zinc_dsl::ir::Builtin::TmaLoad, args) = &load.kind else {
+        panic!("{load:?}")
+    };
+    assert_eq!(args[1].kind, ExprKind::Var(param));
+    let out = print_ir(&m);
+    for needle in ["m#1: tensor_map<f16>", "tma_load(dst#0, m#1, ", "load_box"] {
+        assert!(out.contains(needle), "missing `{needle}` in:\n{out}");
+    }
+    assert!(out.contains(", @xm, 16u32, "), "{out}");
+
+    let fails = |fns: &str, body: &str, message: &str| {
+        let e = error(&tma_module(fns, good, body));
+        assert!(e.contains(message), "expected `{message}` in:\n{e}");
+    };
+    let call = "load_box(dst, xm, 0, bars);";
+    fails(
+        &MAP_FNS.replace("m: tensor_map<f16>, row", "m: tensor_map<u16>, row"),
+        call,
+        "argument 2 (`m`) of `load_box` must be a `tensor_map<u16>`, found `tensor_map<f16>`",
+    );
+    fails(
+        MAP_FNS,
+        "load_box(dst, x, 0, bars);",
+        "argument 2 (`m`) of `load_box` must be a tensor map",
+    );
+    fails(
+        MAP_FNS,
+        "load_box(dst, xm + 1, 0, bars);",
+        "argument 2 (`m`) of `load_box` must be a tensor map",
+    );
+    // A map parameter is no value either, and a function can load only its own elements.
+    fails(
+        &MAP_FNS.replace("pass_on(dst, m, row, bar);", "let v = m;"),
+        call,
+        "`m` is a tensor map, which only `tma_load` takes",
+    );
+    fails(
+        &MAP_FNS.replace("pass_on(dst, m, row, bar);", "m = m;"),
+        call,
+        "cannot assign to parameter `m`",
+    );
+    fails(
+        &MAP_FNS.replace("tma_load(dst, m, ", "tma_load(dst, row, "),
+        call,
+        "the second argument of `tma_load` must be a tensor map",
+    );
+    fails(
+        &MAP_FNS.replace(
+            "pass_on(dst: shared mut [f16]",
+            "pass_on(dst: shared mut [u16]",
+        ),
+        call,
+        "argument 1 (`dst`) of `pass_on`",
+    );
+    fails(
+        "fn f(dst: shared mut [u16], m: tensor_map<f16>, b: shared mut [u64]) { tma_load(dst, m, 0, 0, b); }",
+        "",
+        "a shared view of `f16` (the tensor map's elements)",
+    );
+    // Maps exist only as kernels' declarations and functions' parameters.
+    let kernel_map = "kernel k(m: tensor_map<f16>) grid(1) block(32) {}";
+    let e = error(kernel_map);
+    assert!(
+        e.contains("kernels take no tensor maps; declare one with `let m = tensor_map(...)`"),
+        "{e}"
+    );
+    for (fns, message) in [
+        (
+            "fn f(m: tensor_map<f16>) { let v: tensor_map<f16> = m; }",
+            "tensor maps are declared with `let m = tensor_map(...)` in kernels",
+        ),
+        (
+            "fn f(m: tensor_map<f16>) -> tensor_map<f16> { return m; }",
+            "tensor maps are declared with `let m = tensor_map(...)` in kernels",
+        ),
+        (
+            "fn f(m: tensor_map<f16x2>) {}",
+            "`tensor_map<f16x2>` is not a tensor map type: its element must be a scalar",
+        ),
+    ] {
+        fails(fns, "", message);
+    }
+}

@@ -122,7 +122,7 @@ impl<'m> Machine<'m, '_> {
             Builtin::MbarrierInit => self.mbarrier_init(&vals, mask, e),
             Builtin::MbarrierExpectTx => self.mbarrier_expect_tx(&vals, mask, e),
             Builtin::MbarrierWait => self.mbarrier_wait(&vals, mask, e),
-            Builtin::TmaLoad { map } => self.tma_load(map, &vals, mask, e),
+            Builtin::TmaLoad => self.tma_load(&vals, mask, e),
             Builtin::Dp4a { unsigned_a } => {
                 let (a, b, c) = (arg(0)?, arg(1)?, arg(2)?);
                 self.map_lanes(mask, |t| {

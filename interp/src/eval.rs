@@ -41,6 +41,7 @@ impl<'m> Machine<'m, '_> {
                 });
                 self.map_lanes(mask, |_| Ok(ptr))
             }
+            ExprKind::TensorMap(map) => self.map_lanes(mask, |_| Ok(Value::TensorMap(*map))),
             ExprKind::Unary(op, a) => {
                 let a = self.eval(a, mask)?;
                 self.map_lanes(mask, |t| self.arith(Value::unary(*op, a[t]), t, e.span))

@@ -11,7 +11,7 @@ use zinc_dsl::ir::{
 use crate::copy::Copies;
 use crate::error::{ErrorKind, InterpError, Location, ThreadId};
 use crate::memory::{Access, Memory, Site};
-use crate::tma::Mbarriers;
+use crate::tma::{EncodedMap, Mbarriers};
 use crate::value::Value;
 
 pub(crate) type Result<T> = std::result::Result<T, InterpError>;
@@ -177,6 +177,8 @@ pub(crate) struct Machine<'m, 'a> {
     pub wgmma: WgmmaInFlight,
     /// The block's mbarriers and the `tma_load`s waiting on them.
     pub mbarriers: Mbarriers,
+    /// The kernel's tensor maps, encoded for this launch.
+    pub tensor_maps: Vec<EncodedMap>,
     frames: Vec<Frame<'m>>,
     steps: u64,
     step_limit: u64,
@@ -204,6 +206,7 @@ impl<'m, 'a> Machine<'m, 'a> {
             copies: Vec::new(),
             wgmma: WgmmaInFlight::default(),
             mbarriers: Mbarriers::default(),
+            tensor_maps: Vec::new(),
             frames: Vec::new(),
             steps: 0,
             step_limit,

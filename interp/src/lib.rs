@@ -190,6 +190,7 @@ impl<'m> Interpreter<'m> {
         let mem = Memory::new(globals, &f.shared);
         let mut machine =
             Machine::new(self.module, self.sources, self.step_limit, grid, block, mem);
+        machine.encode_tensor_maps(f, &params)?;
         for z in 0..grid[2] {
             for y in 0..grid[1] {
                 for x in 0..grid[0] {

@@ -152,7 +152,11 @@ pub(crate) fn decode(ty: &Type, bytes: &[u8]) -> Value {
             Value::Vector(Vector::new(&lanes).expect("vector types have 2 to 4 lanes"))
         }
         Type::Scalar(s) => scalar(*s, bytes),
-        Type::Void | Type::View { .. } | Type::Frag(_) | Type::Array { .. } => {
+        Type::Void
+        | Type::View { .. }
+        | Type::Frag(_)
+        | Type::Array { .. }
+        | Type::TensorMap(_) => {
             unreachable!("views hold scalars or vectors")
         }
     }

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use zinc_dsl::ir::{Expr, FunctionKind, Scalar, TensorMap, Type};
+use zinc_dsl::ir::{Expr, Function, FunctionKind, Scalar, TensorMap, Type};
 
 use crate::error::ErrorKind;
 use crate::exec::{Lanes, Machine, Mask, Result, UNSET};
@@ -42,6 +42,16 @@ struct Mbarrier {
     completed: u32,
     /// The copies that land when the current phase completes.
     landing: Vec<(Pointer, Vec<u8>)>,
+}
+
+/// A kernel's tensor map as the host encoded it for the launch: the parameter's buffer and the
+/// tensor's offset into it and extents, in elements.
+#[derive(Copy, Clone)]
+pub(crate) struct EncodedMap {
+    tensor: Value,
+    offset: u64,
+    rows: u64,
+    cols: u64,
 }
 
 /// The hardware's limit on an mbarrier's transaction count (2^20 - 1).
@@ -279,33 +289,75 @@ impl<'m> Machine<'m, '_> {
         Ok(vec![UNSET; self.threads])
     }
 
-    /// `tma_load(dst, row, col, bar)` of tensor map `map` for the active threads: the box is read
-    /// now (zero past the tensor's edges) and lands when the barrier's phase completes.
-    pub(crate) fn tma_load(
+    /// Encodes the kernel's tensor maps for a launch with parameters `params`, as the host
+    /// does: their offsets and extents use only the kernel's scalar parameters.
+    pub(crate) fn encode_tensor_maps(
         &mut self,
-        map: u32,
-        args: &[Lanes],
-        mask: &Mask,
-        e: &'m Expr,
-    ) -> Result<Lanes> {
-        let [dst, row, col, bar] = args else {
-            return Err(self.malformed(e.span, "tma_load without four operands"));
+        kernel: &'m Function,
+        params: &[Value],
+    ) -> Result<()> {
+        let FunctionKind::Kernel(launch) = &kernel.kind else {
+            unreachable!("only kernels are launched")
+        };
+        let mut encoded = Vec::new();
+        for tm in &launch.tensor_maps {
+            let mut extents = [0; 3];
+            for (x, e) in extents.iter_mut().zip([&tm.offset, &tm.rows, &tm.cols]) {
+                *x = match self.eval_host(kernel, params, e)? {
+                    Value::U32(x) => u64::from(x),
+                    _ => {
+                        return Err(self.malformed(e.span, "a tensor map extent that is not a u32"))
+                    }
+                };
+            }
+            let Some(param) = kernel.params.iter().position(|&p| p == tm.param) else {
+                return Err(
+                    self.malformed(tm.span, "a tensor map of a variable that is no parameter")
+                );
+            };
+            let [offset, rows, cols] = extents;
+            encoded.push(EncodedMap {
+                tensor: params[param],
+                offset,
+                rows,
+                cols,
+            });
+        }
+        self.tensor_maps = encoded;
+        Ok(())
+    }
+
+    /// `tma_load(dst, map, row, col, bar)` for the active threads: the box is read now (zero
+    /// past the tensor's edges) and lands when the barrier's phase completes. The map is one of
+    /// the kernel's, also when a device function passed it on.
+    pub(crate) fn tma_load(&mut self, args: &[Lanes], mask: &Mask, e: &'m Expr) -> Result<Lanes> {
+        let [dst, map, row, col, bar] = args else {
+            return Err(self.malformed(e.span, "tma_load without five operands"));
         };
         let kernel = self.kernel_fn();
         let FunctionKind::Kernel(launch) = &kernel.kind else {
             unreachable!("blocks run kernels")
         };
-        // Tensor maps are kernel-level: their extents and tensors are the kernel's parameters.
-        if !std::ptr::eq(kernel, self.frame_fn()) {
-            return Err(self.malformed(e.span, "tma_load outside its kernel"));
-        }
-        let Some(tm) = launch.tensor_maps.get(map as usize) else {
-            return Err(self.malformed(e.span, format!("tensor map #{map}, which does not exist")));
-        };
-        let (rows, cols) = (self.eval(&tm.rows, mask)?, self.eval(&tm.cols, mask)?);
-        let offset = self.eval(&tm.offset, mask)?;
         for t in mask.lanes() {
-            let [rows, cols] = [rows[t], cols[t]].map(|v| u64::from(v.reg_bits()));
+            let Value::TensorMap(index) = map[t] else {
+                return Err(
+                    self.malformed(e.span, "a tma_load of something other than a tensor map")
+                );
+            };
+            let (Some(tm), Some(&encoded)) = (
+                launch.tensor_maps.get(index as usize),
+                self.tensor_maps.get(index as usize),
+            ) else {
+                return Err(
+                    self.malformed(e.span, format!("tensor map #{index}, which does not exist"))
+                );
+            };
+            let EncodedMap {
+                tensor,
+                offset,
+                rows,
+                cols,
+            } = encoded;
             if let Some(what) = extent_problem(rows, cols, tm.elem.size()) {
                 let map = tm.name.clone();
                 return Err(self.error_at(e.span, ErrorKind::TensorMap { map, what }));
@@ -334,14 +386,7 @@ impl<'m> Machine<'m, '_> {
                     },
                 ));
             }
-            let data = self.read_box(
-                tm,
-                self.var(tm.param)[t],
-                [u64::from(offset[t].reg_bits()), rows, cols],
-                [row[t], col[t]],
-                t,
-                e,
-            )?;
+            let data = self.read_box(tm, tensor, [offset, rows, cols], [row[t], col[t]], t, e)?;
             let p = self.mbarrier_at(bar[t], t, "tma_load", e)?;
             self.touch_mbarrier(p, t, e)?;
             let b = self.mbarrier("tma_load", p, t, e)?;

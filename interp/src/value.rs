@@ -26,6 +26,9 @@ pub enum Value {
     Ptr(Pointer),
     /// One lane's registers of a tensor-core fragment.
     Frag(FragValue),
+    /// The running kernel's tensor map with this index (in its launch's `tensor_maps`); only
+    /// the interpreter creates these.
+    TensorMap(u32),
 }
 
 /// One lane's part of a fragment: up to four 32-bit registers, as raw bits.
@@ -170,7 +173,7 @@ impl Value {
             Value::Bf16(_) => Scalar::Bf16,
             Value::F32(_) => Scalar::F32,
             Value::F64(_) => Scalar::F64,
-            Value::Vector(_) | Value::Ptr(_) | Value::Frag(_) => return None,
+            Value::Vector(_) | Value::Ptr(_) | Value::Frag(_) | Value::TensorMap(_) => return None,
         })
     }
 
@@ -193,6 +196,7 @@ impl Value {
             (Value::Frag(f), Type::Frag(t)) => f.frag == *t,
             (Value::Vector(v), Type::Vector(s, n)) => v.elem == *s && v.len == *n,
             (Value::Ptr(_), Type::View { .. }) => true,
+            (Value::TensorMap(_), Type::TensorMap(_)) => true,
             (v, Type::Scalar(s)) => v.scalar() == Some(*s),
             _ => false,
         }
@@ -203,6 +207,7 @@ impl Value {
         match self {
             Value::Vector(v) => format!("{}x{}", v.elem.name(), v.len),
             Value::Ptr(_) => "view".to_string(),
+            Value::TensorMap(_) => "tensor map".to_string(),
             Value::Frag(f) => Type::Frag(f.frag).to_string(),
             v => v.scalar().map_or("?", Scalar::name).to_string(),
         }
@@ -224,7 +229,7 @@ impl Value {
             Value::Bf16(x) => x.to_bits() as u64,
             Value::F32(x) => x.to_bits() as u64,
             Value::F64(x) => x.to_bits(),
-            Value::Vector(_) | Value::Ptr(_) | Value::Frag(_) => 0,
+            Value::Vector(_) | Value::Ptr(_) | Value::Frag(_) | Value::TensorMap(_) => 0,
         }
     }
 

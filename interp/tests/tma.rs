@@ -14,7 +14,18 @@ use zinc_interp::{Arg, Buffer, Element, ErrorKind, InterpError, Interpreter, Val
 /// Each block copies its BR-row stripe of the tensor at `x + OFFSET` (rows x cols) box by box (BR x BC, one mbarrier
 /// phase per box, parity alternating) into `dst`, and its 64 threads write the box to `out`, a
 /// (rows rounded up to BR) x (cols rounded up to BC) tensor, so the zero fill shows.
+/// `LOAD` is the expect and the copy, in the kernel ([`IN_KERNEL`]) or in the device functions
+/// that take the map ([`THROUGH_FUNCTIONS`]).
 const BOX_COPY: &str = "
+fn start_box(dst: shared mut [ELEM], m: tensor_map<ELEM>, row: u32, col: u32,
+             bar: shared mut [u64], bytes: u32) {
+    mbarrier_expect_tx(bar, bytes);
+    load_box(dst, m, row, col, bar);
+}
+fn load_box(dst: shared mut [ELEM], m: tensor_map<ELEM>, row: u32, col: u32,
+            bar: shared mut [u64]) {
+    tma_load(dst, m, row, col, bar);
+}
 kernel box_copy<BR: u32 = 16, BC: u32 = 32>(x: global [ELEM], out: global mut [ELEM], rows: u32,
                                            cols: u32)
     grid(1, cdiv(rows, BR)) block(64)
@@ -27,8 +38,7 @@ kernel box_copy<BR: u32 = 16, BC: u32 = 32>(x: global [ELEM], out: global mut [E
     let tiles = cdiv(cols, BC);
     for k in 0u32..tiles {
         if thread.x == 0 {
-            mbarrier_expect_tx(bars[1], EXPECT);
-            tma_load(dst[DST_ROW][0], xm, block.y * BR, k * BC, bars[1]);
+            LOAD
         }
         EARLY
         mbarrier_wait(bars[1], k % 2);
@@ -42,8 +52,17 @@ kernel box_copy<BR: u32 = 16, BC: u32 = 32>(x: global [ELEM], out: global mut [E
 }
 ";
 
+/// The kernel expects the box's bytes and loads it itself.
+const IN_KERNEL: &str = "mbarrier_expect_tx(bars[1], EXPECT);
+            tma_load(dst[DST_ROW][0], xm, block.y * BR, k * BC, bars[1]);";
+
+/// The kernel passes its map to `start_box`, which passes it on to `load_box`.
+const THROUGH_FUNCTIONS: &str =
+    "start_box(dst + DST_ROW * BC, xm, block.y * BR, k * BC, bars + 1, EXPECT);";
+
 /// The kernel with its placeholders filled: element type, layout, the bytes expected per box,
-/// the destination row, a statement before the wait, and the tensor's offset into `x`.
+/// the destination row, a statement before the wait, the tensor's offset into `x`, and where
+/// the box is loaded.
 struct Variant<'a> {
     elem: &'a str,
     layout: &'a str,
@@ -51,6 +70,7 @@ struct Variant<'a> {
     dst_row: &'a str,
     early: &'a str,
     offset: &'a str,
+    load: &'a str,
 }
 
 /// Boxes of 24 f16 (48-byte rows, no swizzle) unless a test sets BC.
@@ -61,10 +81,12 @@ const PLAIN_F16: Variant = Variant {
     dst_row: "0",
     early: "",
     offset: "0",
+    load: IN_KERNEL,
 };
 
 fn compile(v: &Variant, defines: &[(&str, u32)]) -> Compilation {
     let text = BOX_COPY
+        .replace("LOAD", v.load)
         .replace("ELEM", v.elem)
         .replace("LAYOUT", v.layout)
         .replace("EXPECT", v.expect)
@@ -315,4 +337,70 @@ fn rows_of_a_ragged_byte_count_are_refused() {
     ];
     let err = launch(&c, &mut args).unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::TensorMap { .. }), "{err}");
+}
+
+/// A box loaded in a device function through the kernel's map passed on twice is the kernel's
+/// own load: zero fill, swizzle, offset, and the barrier's bytes.
+#[test]
+fn maps_passed_to_functions_load_the_same_boxes() {
+    let called = Variant {
+        load: THROUGH_FUNCTIONS,
+        ..PLAIN_F16
+    };
+    for shape in [[37, 72], [5, 8]] {
+        check(&called, [16, 24], shape, 0, nonzero_f16, f16::ZERO);
+    }
+    let swizzled = Variant {
+        layout: "swizzle",
+        ..called
+    };
+    check(&swizzled, [16, 64], [37, 136], 0, nonzero_f16, f16::ZERO);
+    let shifted = Variant {
+        elem: "u32",
+        expect: "BR * BC * 4",
+        offset: "cols * 3 + 4",
+        ..called
+    };
+    check(
+        &shifted,
+        [8, 36],
+        [21, 36],
+        36 * 3 + 4,
+        |r| r.random_range(1..u32::MAX),
+        0,
+    );
+}
+
+/// The checks hold in functions too: a read before the wait, a short byte count, a misaligned
+/// destination.
+#[test]
+fn loads_in_functions_are_checked_as_the_kernels() {
+    let called = Variant {
+        load: THROUGH_FUNCTIONS,
+        ..PLAIN_F16
+    };
+    let early = Variant {
+        early: "let peek = dst[thread.x / BC][thread.x % BC];",
+        ..called
+    };
+    let err = failure(&early);
+    assert!(matches!(err.kind(), ErrorKind::TmaInFlight { .. }), "{err}");
+    let short = Variant {
+        expect: "BR * BC * 2 + 16",
+        ..called
+    };
+    let err = failure(&short);
+    assert!(
+        matches!(err.kind(), ErrorKind::MbarrierDeadlock { tx_bytes: 16, .. }),
+        "{err}"
+    );
+    let off = Variant {
+        dst_row: "1",
+        ..called
+    };
+    let err = failure(&off);
+    assert!(
+        matches!(err.kind(), ErrorKind::Misaligned { offset: 48, .. }),
+        "{err}"
+    );
 }

@@ -34,7 +34,7 @@ pub fn parse_arg(ty: &Type, spec: &str, rng: &mut StdRng) -> Result<Arg, String>
                 Arg::ReadOnly(buffer)
             })
         }
-        Type::Void | Type::Frag(_) | Type::Array { .. } => {
+        Type::Void | Type::Frag(_) | Type::Array { .. } | Type::TensorMap(_) => {
             Err(format!("parameters of type `{ty}` cannot be given"))
         }
     }

@@ -183,7 +183,7 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             Builtin::MbarrierInit
             | Builtin::MbarrierExpectTx
             | Builtin::MbarrierWait
-            | Builtin::TmaLoad { .. } => {
+            | Builtin::TmaLoad => {
                 self.async_copy_op(builtin, &vals, span)?;
                 return Ok(None);
             }

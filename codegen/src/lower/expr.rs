@@ -35,6 +35,7 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 self.b.build_load(ty, slot, "").at(span)?
             }
             ExprKind::SharedArray(id) => self.shared[id.0 as usize].into(),
+            ExprKind::TensorMap(map) => self.tensor_map(*map, span)?.into(),
             ExprKind::Unary(op, x) => {
                 let s = self.scalar_of(&x.ty, span)?;
                 let v = self.value(x)?;

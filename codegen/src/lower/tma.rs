@@ -2,7 +2,7 @@
 //! inline PTX (LLVM 22's intrinsics for them change shape between versions; the PTX does not).
 
 use inkwell::types::BasicMetadataTypeEnum;
-use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum};
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, PointerValue};
 use zinc_dsl::diag::Span;
 use zinc_dsl::ir::Builtin;
 
@@ -43,6 +43,17 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
         Ok(())
     }
 
+    /// The kernel's tensor map `map`: its by-value parameter after the kernel's own, whose
+    /// address (a grid constant's, `cvta.param`) is what TMA takes.
+    pub(super) fn tensor_map(&self, map: u32, span: Span) -> Result<PointerValue<'ctx>> {
+        let index = self.f.params.len() + map as usize;
+        let param = self
+            .llfn
+            .get_nth_param(index as u32)
+            .ok_or_else(|| internal("tensor map parameter missing", span))?;
+        Ok(param.into_pointer_value())
+    }
+
     /// `mbarrier_init`, `mbarrier_expect_tx`, `mbarrier_wait` and `tma_load`.
     pub(super) fn async_copy_op(
         &self,
@@ -70,16 +81,11 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
                 &[self.shared_u32(*bar, span)?, *parity],
                 span,
             ),
-            (Builtin::TmaLoad { map }, [dst, row, col, bar]) => {
-                let index = self.f.params.len() + map as usize;
-                let param = self
-                    .llfn
-                    .get_nth_param(index as u32)
-                    .ok_or_else(|| internal("tensor map parameter missing", span))?;
+            (Builtin::TmaLoad, [dst, map, row, col, bar]) => {
                 let i64_ty = self.ctx.i64_type();
                 let map_addr = self
                     .b
-                    .build_ptr_to_int(param.into_pointer_value(), i64_ty, "")
+                    .build_ptr_to_int(map.into_pointer_value(), i64_ty, "")
                     .at(span)?;
                 // Coordinates go innermost first: the column, then the row.
                 self.asm_statement(

@@ -69,6 +69,9 @@ impl<'ctx> Types<'ctx> {
                 _ => unreachable!("scalars are ints or floats"),
             },
             Type::View { space, .. } => self.ctx.ptr_type(address_space(*space)).into(),
+            // The generic address of the kernel's by-value map parameter: device functions are
+            // always inlined, so every use folds back to that parameter.
+            Type::TensorMap(_) => self.ctx.ptr_type(AddressSpace::default()).into(),
             // Registers only: an array of the fragment's registers, which SROA splits.
             Type::Frag(f) => self
                 .of(&f.reg_type(), in_memory)?

@@ -1,6 +1,6 @@
 //! Tensor maps, mbarriers and TMA copies: the kernel's by-value map parameters, the PTX
-//! instructions, the manifest entry, ptxas acceptance and the SASS (UTMALDG), and the error for
-//! archs other than sm_90a.
+//! instructions, the manifest entry, ptxas acceptance and the SASS (UTMALDG), maps passed to
+//! device functions, and the error for archs other than sm_90a.
 
 use std::process::Command;
 
@@ -28,12 +28,58 @@ kernel copy_box(x: global [f16], y: global mut [f16], T: u32, K: u32)
     }
 }";
 
-fn build(arch: &str) -> Result<(String, String), String> {
-    let c = zinc_dsl::compile_source("tma.tile", SOURCE, &[], &|_| None)
+/// `SOURCE` with the expect and the load in device functions that take the map: the kernel
+/// passes `xm` to `start_box`, which passes it on to `load_box`.
+fn source_with_map_params() -> String {
+    let fns = "
+fn start_box(dst: shared mut [f16], m: tensor_map<f16>, row: u32, bar: shared mut [u64]) {
+    mbarrier_expect_tx(bar, 64 * 64 * 2);
+    load_box(dst, m, row, bar);
+}
+fn load_box(dst: shared mut [f16], m: tensor_map<f16>, row: u32, bar: shared mut [u64]) {
+    tma_load(dst, m, row, 0, bar);
+}";
+    let direct = "mbarrier_expect_tx(bars[0], 64 * 64 * 2);
+        tma_load(tile + 0, xm, block.x * 64, 0, bars[0]);";
+    assert!(SOURCE.contains(direct));
+    let called = SOURCE.replace(direct, "start_box(tile + 0, xm, block.x * 64, bars + 0);");
+    format!("{fns}\n{called}")
+}
+
+fn build_source(source: &str, arch: &str, opt_level: u8) -> Result<(String, String), String> {
+    let c = zinc_dsl::compile_source("tma.tile", source, &[], &|_| None)
         .unwrap_or_else(|f| panic!("{}", f.render()));
-    let opts = Options::new(arch, None).unwrap();
+    let mut opts = Options::new(arch, None).unwrap();
+    opts.opt_level = opt_level;
     let out = compile(&c.module, &opts, Emit::Ptx).map_err(|e| e.to_string())?;
     Ok((out.text, out.kernels[0].to_json()))
+}
+
+fn build(arch: &str) -> Result<(String, String), String> {
+    build_source(SOURCE, arch, 3)
+}
+
+/// Assembles `ptx` for sm_90a; the SASS.
+fn assemble(ptx: &str, name: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("zinc-tma-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ptx_file, cubin) = (dir.join("tma.ptx"), dir.join("tma.cubin"));
+    std::fs::write(&ptx_file, ptx).unwrap();
+    let out = Command::new(ptxas())
+        .args(["-arch=sm_90a", "-o"])
+        .arg(&cubin)
+        .arg(&ptx_file)
+        .output()
+        .expect("running ptxas");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ptxas failed on {name}:\n{log}");
+    let sass = Command::new(tool("cuobjdump"))
+        .arg("-sass")
+        .arg(&cubin)
+        .output()
+        .expect("running cuobjdump");
+    std::fs::remove_dir_all(&dir).ok();
+    String::from_utf8_lossy(&sass.stdout).into_owned()
 }
 
 #[test]
@@ -59,26 +105,41 @@ fn tma_kernels_pass_maps_by_value_and_emit_the_async_copies() {
         assert!(ptx.contains(needle), "missing `{needle}` in:\n{ptx}");
     }
 
-    let dir = std::env::temp_dir().join(format!("zinc-tma-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (ptx_file, cubin) = (dir.join("tma.ptx"), dir.join("tma.cubin"));
-    std::fs::write(&ptx_file, &ptx).unwrap();
-    let out = Command::new(ptxas())
-        .args(["-arch=sm_90a", "-o"])
-        .arg(&cubin)
-        .arg(&ptx_file)
-        .output()
-        .expect("running ptxas");
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ptxas failed:\n{log}");
-    let sass = Command::new(tool("cuobjdump"))
-        .arg("-sass")
-        .arg(&cubin)
-        .output()
-        .expect("running cuobjdump");
-    let sass = String::from_utf8_lossy(&sass.stdout);
+    let sass = assemble(&ptx, "direct");
     assert!(sass.contains("UTMALDG"), "no TMA load in the SASS:\n{sass}");
-    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A map passed through two device functions reaches TMA as the kernel's own parameter: once
+/// inlined, the PTX is the one of the kernel that loads directly; at -O0 too it assembles.
+#[test]
+fn tma_loads_in_functions_use_the_kernels_map_parameter() {
+    let source = source_with_map_params();
+    let (ptx, manifest) = build_source(&source, "sm_90a", 3).unwrap();
+    let (direct, direct_manifest) = build("sm_90a").unwrap();
+    assert_eq!(manifest, direct_manifest);
+    assert_eq!(ptx, direct, "the PTX differs from the direct load's");
+    let sass = assemble(&ptx, "fn");
+    assert!(sass.contains("UTMALDG"), "no TMA load in the SASS:\n{sass}");
+
+    let (unoptimized, _) = build_source(&source, "sm_90a", 0).unwrap();
+    for needle in [
+        "cvta.param.u64",
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+    ] {
+        assert!(
+            unoptimized.contains(needle),
+            "missing `{needle}` at -O0:\n{unoptimized}"
+        );
+    }
+    let sass = assemble(&unoptimized, "fn-O0");
+    assert!(
+        sass.contains("UTMALDG"),
+        "no TMA load in the -O0 SASS:\n{sass}"
+    );
+    for arch in ["sm_89", "sm_90", "sm_120"] {
+        let err = build_source(&source, arch, 3).unwrap_err();
+        assert!(err.contains("sm_90a-only"), "{arch}: {err}");
+    }
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use super::body::{Binding, FnCx};
 use super::expr::{int_const, mk};
-use super::{eval_or_report, suggest, types, ItemRef, Lookup, Res};
+use super::{eval_or_report, suggest, types, ItemRef, Lookup, Reported, Res};
 use crate::ast;
 use crate::diag::{Diagnostic, Span};
 use crate::ir::{
@@ -226,7 +226,10 @@ impl FnCx<'_, '_> {
         let mut checked = Vec::new();
         for (k, (arg, (pname, pty, _))) in args.iter().zip(&sig.params).enumerate() {
             let what = format!("argument {} (`{pname}`) of `{}`", k + 1, callee.name);
-            checked.push(self.expect(arg, pty, &what));
+            checked.push(match pty {
+                Type::TensorMap(elem) => self.map_operand(arg, &what, Some(*elem)),
+                _ => self.expect(arg, pty, &what),
+            });
         }
         let args = checked.into_iter().collect::<Res<Vec<_>>>()?;
         self.calls.push((i, span));
@@ -683,21 +686,10 @@ impl FnCx<'_, '_> {
     /// `dst`, a shared view of the map's elements, completing on mbarrier `bar`.
     fn tma_load(&mut self, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
         self.arity("tma_load", args, 5, span)?;
-        let map = match &args[1].kind {
-            ast::ExprKind::Name(n) => match self.lookup(n) {
-                Some(Binding::TensorMap(i)) => Some(*i),
-                _ => None,
-            },
-            _ => None,
+        let map = self.map_operand(&args[1], "the second argument of `tma_load`", None)?;
+        let Type::TensorMap(elem) = map.ty else {
+            unreachable!("map_operand gives tensor maps")
         };
-        let Some(map) = map else {
-            let d = Diagnostic::error(
-                "the second argument of `tma_load` must be a tensor map (`let m = tensor_map(...)`)",
-                args[1].span,
-            );
-            return Err(self.error(d));
-        };
-        let elem = self.tensor_maps[map as usize].elem;
         let dst = self.address(&args[0])?;
         let fits = matches!(
             &dst.ty,
@@ -715,10 +707,57 @@ impl FnCx<'_, '_> {
         let col = self.expect(&args[3], &u32_ty, "the column of `tma_load`");
         let bar = self.mbarrier("tma_load", &args[4]);
         Ok(mk(
-            ir::ExprKind::Builtin(Builtin::TmaLoad { map }, vec![dst, row?, col?, bar?]),
+            ir::ExprKind::Builtin(Builtin::TmaLoad, vec![dst, map, row?, col?, bar?]),
             Type::Void,
             span,
         ))
+    }
+
+    /// A tensor map operand (`what`, of elements `elem` when given): the name of one of the
+    /// kernel's maps or of the function's `tensor_map<T>` parameter. Maps are no values: they
+    /// go only here, so that each is, all the way down, one of the kernel's.
+    pub(super) fn map_operand(
+        &mut self,
+        e: &ast::Expr,
+        what: &str,
+        elem: Option<Scalar>,
+    ) -> Res<ir::Expr> {
+        let map = match &e.kind {
+            ast::ExprKind::Name(n) => match self.lookup(n) {
+                Some(Binding::TensorMap(i)) => {
+                    let ty = Type::TensorMap(self.tensor_maps[*i as usize].elem);
+                    Some(mk(ir::ExprKind::TensorMap(*i), ty, e.span))
+                }
+                Some(Binding::Var(id)) => match &self.vars[id.0 as usize].ty {
+                    ty @ Type::TensorMap(_) => Some(mk(ir::ExprKind::Var(*id), ty.clone(), e.span)),
+                    _ => None,
+                },
+                Some(Binding::Poisoned) => return Err(Reported),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(map) = map else {
+            let d = Diagnostic::error(
+                format!("{what} must be a tensor map (`let m = tensor_map(...)` in the kernel, or a `tensor_map<T>` parameter)"),
+                e.span,
+            );
+            return Err(self.error(d));
+        };
+        match elem {
+            Some(elem) if map.ty != Type::TensorMap(elem) => {
+                let d = Diagnostic::error(
+                    format!(
+                        "{what} must be a `{}`, found `{}`",
+                        Type::TensorMap(elem),
+                        map.ty
+                    ),
+                    e.span,
+                );
+                Err(self.error(d))
+            }
+            _ => Ok(map),
+        }
     }
 
     /// A shared-memory address operand: a view, or an element of a shared array `s[i][j]`

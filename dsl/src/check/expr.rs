@@ -324,6 +324,9 @@ impl FnCx<'_, '_> {
         match self.lookup(n).cloned() {
             Some(Binding::Var(id)) => {
                 let ty = self.vars[id.0 as usize].ty.clone();
+                if let Type::TensorMap(_) = ty {
+                    return Err(self.not_a_value_map(n, span));
+                }
                 if let Type::Array { .. } = ty {
                     let d = Diagnostic::error(
                         format!("register array `{n}` cannot be used as a whole; index its elements, `{n}[i]`"),
@@ -345,13 +348,7 @@ impl FnCx<'_, '_> {
             Some(Binding::Const(s, v)) => {
                 return Ok(mk(ir::ExprKind::Const(v), Type::Scalar(s), span))
             }
-            Some(Binding::TensorMap(_)) => {
-                let d = Diagnostic::error(
-                    format!("`{n}` is a tensor map, which only `tma_load` takes"),
-                    span,
-                );
-                return Err(self.error(d));
-            }
+            Some(Binding::TensorMap(_)) => return Err(self.not_a_value_map(n, span)),
             Some(Binding::Poisoned) => return Err(Reported),
             None => {}
         }
@@ -394,6 +391,15 @@ impl FnCx<'_, '_> {
             },
         };
         Err(self.error(Diagnostic::error(message, span)))
+    }
+
+    /// Tensor map `n` used where a value is wanted.
+    fn not_a_value_map(&mut self, n: &str, span: Span) -> Reported {
+        let d = Diagnostic::error(
+            format!("`{n}` is a tensor map, which only `tma_load` takes, or a function's `tensor_map<T>` parameter"),
+            span,
+        );
+        self.error(d)
     }
 
     fn unknown_name(&mut self, n: &str, span: Span) -> Reported {

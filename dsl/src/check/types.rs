@@ -72,12 +72,24 @@ pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
                 return Err(ck.error(d));
             }
         }
+        TypeExpr::Generic { name, arg, span } if name.name == "tensor_map" => {
+            match resolve(ck, arg, Usage::SharedElem)? {
+                Type::Scalar(s) => Type::TensorMap(s),
+                elem => {
+                    let d = Diagnostic::error(
+                        format!("`tensor_map<{elem}>` is not a tensor map type: its element must be a scalar"),
+                        *span,
+                    );
+                    return Err(ck.error(d));
+                }
+            }
+        }
         TypeExpr::Generic { name, arg, span } => {
             let Some(role) = frag_role(&name.name) else {
                 let d =
                     Diagnostic::error(format!("unknown generic type `{}`", name.name), name.span)
                         .with_note(
-                            "the generic types are `frag_a`, `frag_b` and `frag_acc`",
+                            "the generic types are `frag_a`, `frag_b`, `frag_acc` and `tensor_map`",
                             None,
                         );
                 return Err(ck.error(d));
@@ -129,6 +141,7 @@ pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
         (Type::Vector(..), u) => !matches!(u, Usage::Const | Usage::CtParam | Usage::KernelParam),
         (Type::Frag(_), u) => matches!(u, Usage::FnParam | Usage::FnResult | Usage::Local),
         (Type::Array { .. }, u) => u == Usage::Local,
+        (Type::TensorMap(_), u) => u == Usage::FnParam,
         (Type::View { space, .. }, u) => match u {
             Usage::KernelParam => *space == Space::Global,
             Usage::FnParam | Usage::FnResult | Usage::Local => true,
@@ -142,7 +155,13 @@ pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
         (Usage::KernelParam, Type::View { .. }) => {
             "kernel parameters cannot be shared views (declare the shared array in the kernel)"
         }
+        (Usage::KernelParam, Type::TensorMap(_)) => {
+            "kernels take no tensor maps; declare one with `let m = tensor_map(...)`"
+        }
         (Usage::KernelParam, _) => "kernel parameters must be scalars or global views",
+        (_, Type::TensorMap(_)) => {
+            "tensor maps are declared with `let m = tensor_map(...)` in kernels and passed to functions' `tensor_map<T>` parameters"
+        }
         (Usage::Const | Usage::CtParam, _) => "constants must have a scalar type",
         (Usage::Cast, _) => "casts convert scalars and vectors only",
         (Usage::SharedElem, _) => "elements must be scalars or vectors",
