@@ -104,6 +104,7 @@ pub(crate) fn lower_module<'ctx>(
             llfn,
             vars: vec![],
             shared: vec![],
+            maps: vec![],
             loops: vec![],
         };
         if let Err(d) = lowerer.lower(&layout) {
@@ -230,6 +231,8 @@ pub(crate) struct FnLowerer<'a, 'ctx> {
     vars: Vec<PointerValue<'ctx>>,
     /// The address of each shared array.
     shared: Vec<PointerValue<'ctx>>,
+    /// The address of each of a kernel's tensor maps, taken once in the entry block.
+    maps: Vec<PointerValue<'ctx>>,
     loops: Vec<Loop<'ctx>>,
 }
 
@@ -252,6 +255,7 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
         }
         self.shared =
             shared::place(self.ctx, self.module, &self.b, self.types, f, layout).at(f.span)?;
+        self.maps = self.tensor_map_addresses(f.span)?;
         self.block(&f.body)?;
         // Falling off the end: a void function returns; the checker requires `return e` on every
         // path of a function with a result, so this is dead and a zero keeps it well-defined.

@@ -149,38 +149,41 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             d.extend(self.frag_regs(v, acc_frag, span)?);
         }
         let regs = d.len();
-        let i64_ty = self.ctx.i64_type();
+        // Descriptor: start address / 16 in bits 0-13, leading offset 1 (unused when swizzled) at
+        // bit 16; stride 1024 / 16 at bit 32 and swizzle mode 1 (128 bytes) at bit 62, in the
+        // constant high word. The words go to the PTX apart: as one 64-bit value, LLVM widens
+        // the address arithmetic to 64 bits and ptxas spends five instructions per MMA on it.
+        let i32_ty = self.ctx.i32_type();
         let addr = self
             .b
-            .build_ptr_to_int(b.into_pointer_value(), i64_ty, "")
+            .build_ptr_to_int(b.into_pointer_value(), i32_ty, "")
             .at(span)?;
-        // Descriptor: start address / 16 in bits 0-13, leading offset 1 (unused when swizzled),
-        // stride 1024 / 16 at bit 32, swizzle mode 1 (128 bytes) at bit 62.
-        let addr = ll::binop(
-            &self.b,
-            Op::LLVMAnd,
-            addr.into(),
-            i64_ty.const_int(0x3FFFF, false).into(),
-        );
         let start = ll::binop(
             &self.b,
             Op::LLVMLShr,
-            addr,
-            i64_ty.const_int(4, false).into(),
+            addr.into(),
+            i32_ty.const_int(4, false).into(),
         );
-        let fixed = (1u64 << 16) | ((1024 >> 4) << 32) | (1 << 62);
-        let desc = ll::binop(
+        let start = ll::binop(
+            &self.b,
+            Op::LLVMAnd,
+            start,
+            i32_ty.const_int(0x3FFF, false).into(),
+        );
+        let low = ll::binop(
             &self.b,
             Op::LLVMOr,
             start,
-            i64_ty.const_int(fixed, false).into(),
+            i32_ty.const_int(1 << 16, false).into(),
         );
+        let high = i32_ty.const_int((1024 >> 4) | (1 << 30), false);
         let mut args: Vec<BasicValueEnum> = self
             .frag_regs(a, a_frag, span)?
             .into_iter()
             .map(|r| self.bitcast(r, self.i32_ty()))
             .collect();
-        args.push(desc);
+        args.push(low);
+        args.push(high.into());
         args.extend(d.iter().copied());
         let list = |from: usize, count: usize| {
             (from..from + count)
@@ -189,14 +192,17 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 .join(", ")
         };
         let template = format!(
-            "wgmma.mma_async.sync.aligned.m64n{}k16.f32.f16.f16 {{{}}}, {{{}}}, ${}, 1, 1, 1, 0;",
+            "{{\n\t.reg .b64 zinc_desc;\n\tmov.b64 zinc_desc, {{${}, ${}}};\n\t\
+             wgmma.mma_async.sync.aligned.m64n{}k16.f32.f16.f16 {{{}}}, {{{}}}, zinc_desc, 1, 1, \
+             1, 0;\n\t}}",
+            regs + 4,
+            regs + 5,
             8 * n,
             list(0, regs),
             list(regs, 4),
-            regs + 4
         );
         let mut constraints = vec!["=f".to_string(); regs];
-        constraints.extend(["r", "r", "r", "r", "l"].map(String::from));
+        constraints.extend(["r", "r", "r", "r", "r", "r"].map(String::from));
         constraints.extend((0..regs).map(|i| i.to_string()));
         constraints.push("~{memory}".to_string());
         let f32_ty = self.ctx.f32_type();

@@ -3,8 +3,9 @@
 
 use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, PointerValue};
+use inkwell::AddressSpace;
 use zinc_dsl::diag::Span;
-use zinc_dsl::ir::Builtin;
+use zinc_dsl::ir::{Builtin, FunctionKind};
 
 use super::{internal, At, FnLowerer, Result};
 
@@ -43,15 +44,60 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
         Ok(())
     }
 
-    /// The kernel's tensor map `map`: its by-value parameter after the kernel's own, whose
-    /// address (a grid constant's, `cvta.param`) is what TMA takes.
+    /// The addresses of the kernel's tensor maps (its by-value parameters after its own; a grid
+    /// constant's address, `cvta.param`, is what TMA takes), each taken once here, in the entry
+    /// block, through an opaque move. Left to LLVM, the address is rematerialized beside each
+    /// use; where the uses sit in branches of one thread, the copies meet in a phi that ptxas
+    /// cannot prove uniform, and it moves the address to uniform registers lane by lane (R2UR)
+    /// at every TMA copy.
+    pub(super) fn tensor_map_addresses(&self, span: Span) -> Result<Vec<PointerValue<'ctx>>> {
+        let maps = match &self.f.kind {
+            FunctionKind::Kernel(launch) => launch.tensor_maps.len(),
+            FunctionKind::Device => 0,
+        };
+        let i64_ty = self.ctx.i64_type();
+        let move_ty = i64_ty.fn_type(&[i64_ty.into()], false);
+        let opaque_move = self.ctx.create_inline_asm(
+            move_ty,
+            "mov.b64 $0, $1;".to_string(),
+            "=l,l".to_string(),
+            true,
+            false,
+            None,
+            false,
+        );
+        (0..maps)
+            .map(|map| {
+                let index = (self.f.params.len() + map) as u32;
+                let param = self
+                    .llfn
+                    .get_nth_param(index)
+                    .ok_or_else(|| internal("tensor map parameter missing", span))?;
+                let addr = self
+                    .b
+                    .build_ptr_to_int(param.into_pointer_value(), i64_ty, "")
+                    .at(span)?;
+                let moved = self
+                    .b
+                    .build_indirect_call(move_ty, opaque_move, &[addr.into()], "")
+                    .at(span)?
+                    .try_as_basic_value()
+                    .basic()
+                    .ok_or_else(|| internal("tensor map move has no value", span))?;
+                let ptr_ty = self.ctx.ptr_type(AddressSpace::default());
+                self.b
+                    .build_int_to_ptr(moved.into_int_value(), ptr_ty, "")
+                    .at(span)
+            })
+            .collect()
+    }
+
+    /// The kernel's tensor map `map` (tensor_map_addresses).
     pub(super) fn tensor_map(&self, map: u32, span: Span) -> Result<PointerValue<'ctx>> {
-        let index = self.f.params.len() + map as usize;
-        let param = self
-            .llfn
-            .get_nth_param(index as u32)
-            .ok_or_else(|| internal("tensor map parameter missing", span))?;
-        Ok(param.into_pointer_value())
+        self.maps
+            .get(map as usize)
+            .copied()
+            .ok_or_else(|| internal("tensor map parameter missing", span))
     }
 
     /// `mbarrier_init`, `mbarrier_expect_tx`, `mbarrier_wait` and `tma_load`.

@@ -149,3 +149,54 @@ fn tma_kernels_build_for_sm_90a_only() {
         assert!(err.contains("sm_90a-only"), "{arch}: {err}");
     }
 }
+
+/// A map loaded from in branches of one thread, in an unrolled prologue and in a loop: its
+/// address is taken once, in the entry block (before the first label). Left to LLVM, the
+/// `cvta.param` sinks into the branches; in gemm_wg the copies then met in a phi that ptxas
+/// could not prove uniform, and it moved the address lane by lane (R2UR) at every copy.
+#[test]
+fn tma_map_addresses_are_taken_once_in_the_entry_block() {
+    let source = "
+kernel copy_two(x: global [f16], y: global mut [f16], T: u32, K: u32, n: u32)
+    grid(1) block(128) {
+    shared tile: [2][64][64] f16 swizzle;
+    shared bars: [2] u64;
+    let xm = tensor_map(x, T, K, 64, 64);
+    if thread.x == 0 {
+        mbarrier_init(bars[0], 1);
+        mbarrier_init(bars[1], 1);
+    }
+    barrier();
+    for a in 0u32..2 unroll {
+        if a < n {
+            if thread.x == 0 {
+                mbarrier_expect_tx(bars[a], 64 * 64 * 2);
+                tma_load(tile + a * 64 * 64, xm, 0, 64 * a, bars[a]);
+            }
+        }
+        cp_async_commit();
+    }
+    var total = 0.0f16;
+    for i in 0..n {
+        mbarrier_wait(bars[i % 2], i / 2 % 2);
+        total = total + tile[i % 2][thread.x / 2][thread.x % 2];
+        barrier();
+        if thread.x == 0 && i + 2 < n {
+            mbarrier_expect_tx(bars[i % 2], 64 * 64 * 2);
+            tma_load(tile + i % 2 * 64 * 64, xm, 0, 64 * (i + 2), bars[i % 2]);
+        }
+    }
+    y[thread.x] = total;
+}";
+    let (ptx, _) = build_source(source, "sm_90a", 3).unwrap();
+    assert_eq!(ptx.matches("cvta.param.u64").count(), 1, "{ptx}");
+    let first_label = ptx.find("$L__BB").expect("the kernel has branches");
+    let cvta = ptx.find("cvta.param.u64").unwrap();
+    assert!(
+        cvta < first_label,
+        "the map's address is taken in a branch:\n{ptx}"
+    );
+    assert_eq!(ptx.matches("cp.async.bulk.tensor.2d").count(), 3, "{ptx}");
+    let sass = assemble(&ptx, "once");
+    assert!(sass.contains("UTMALDG"), "no TMA load in the SASS:\n{sass}");
+}
