@@ -43,6 +43,22 @@ fn ptxas() -> &'static Path {
     })
 }
 
+/// Assembles `ptx` for `arch` into `out`; ptxas must accept it.
+fn assemble(ptx: &Path, arch: &str, out: &Path) {
+    let result = Command::new(ptxas())
+        .args([&format!("-arch={arch}"), "-o"])
+        .arg(out)
+        .arg(ptx)
+        .output()
+        .expect("running ptxas");
+    assert!(
+        result.status.success(),
+        "ptxas rejected {} for {arch}:\n{}",
+        ptx.display(),
+        String::from_utf8_lossy(&result.stderr)
+    );
+}
+
 fn stem(path: &Path) -> String {
     path.file_stem().unwrap().to_string_lossy().into_owned()
 }
@@ -81,18 +97,58 @@ fn ptx_snapshots_and_ptxas() {
             insta::assert_snapshot!(format!("ptx_{}_{arch}", stem(&file)), body);
             let ptx = dir.join(format!("{}_{arch}.ptx", stem(&file)));
             std::fs::write(&ptx, &out.text).unwrap();
-            let result = Command::new(ptxas())
-                .args([&format!("-arch={arch}"), "-o", "/dev/null"])
-                .arg(&ptx)
-                .output()
-                .expect("running ptxas");
-            assert!(
-                result.status.success(),
-                "ptxas rejected {} for {arch}:\n{}",
-                file.display(),
-                String::from_utf8_lossy(&result.stderr)
-            );
+            assemble(&ptx, arch, Path::new("/dev/null"));
         }
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// wgmma_tile_a_shared (wgmma_tile with A in shared memory): its MMAs take A's shared-memory
+/// descriptor, and in the SASS its HGMMAs read both operands through descriptors, where
+/// wgmma_tile's read A from registers.
+#[test]
+fn wgmma_tile_a_shared_takes_a_from_shared_memory() {
+    let c = zinc_dsl::compile_file(&root().join("examples/wgmma_tile.tile"), &[])
+        .unwrap_or_else(|f| panic!("{}", f.render()));
+    let opts = zinc_codegen::Options::new("sm_90a", None).unwrap();
+    let out = zinc_codegen::compile(&c.module, &opts, zinc_codegen::Emit::Ptx).unwrap();
+    assert_eq!(
+        out.text
+            .matches("zinc_desc_a, zinc_desc, 1, 1, 1, 0, 0;")
+            .count(),
+        4,
+        "{}",
+        out.text
+    );
+    let dir = std::env::temp_dir().join(format!("zinc-wgmma-ss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ptx, cubin) = (dir.join("ss.ptx"), dir.join("ss.cubin"));
+    std::fs::write(&ptx, &out.text).unwrap();
+    assemble(&ptx, "sm_90a", &cubin);
+    let sass = Command::new(ptxas().with_file_name("cuobjdump"))
+        .arg("-sass")
+        .arg(&cubin)
+        .output()
+        .expect("running cuobjdump");
+    std::fs::remove_dir_all(&dir).ok();
+    let sass = String::from_utf8_lossy(&sass.stdout);
+    // `HGMMA.64x64x16.F32 Rd, A, ...`: A is a register or a descriptor.
+    let a_operands = |kernel: &str| -> Vec<String> {
+        sass.split("Function : ")
+            .find(|f| f.starts_with(&format!("{kernel}\n")))
+            .unwrap_or_else(|| panic!("no {kernel} in:\n{sass}"))
+            .lines()
+            .filter_map(|l| l.split("HGMMA").nth(1))
+            .map(|ops| ops.split(", ").nth(1).unwrap_or("").to_string())
+            .collect()
+    };
+    let shared = a_operands("wgmma_tile_a_shared");
+    assert_eq!(shared.len(), 4, "{sass}");
+    assert!(shared.iter().all(|a| a.starts_with("gdesc[")), "{shared:?}");
+    let registers = a_operands("wgmma_tile");
+    assert_eq!(registers.len(), 4, "{sass}");
+    assert!(
+        registers.iter().all(|a| a.starts_with('R')),
+        "{registers:?}"
+    );
 }

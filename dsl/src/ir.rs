@@ -720,16 +720,17 @@ pub enum Builtin {
     Dp4a {
         unsigned_a: bool,
     },
-    /// `[a (frag_a<f16>), b (shared view of f16)]`, by every thread of each warpgroup (128
-    /// threads): the asynchronous warpgroup MMA `wgmma.mma_async` m64nNk16 with f32
-    /// accumulators, N = 8 `n`. A is 64 x 16: warp `w` of the group gives rows 16 w.. 16 w + 15
-    /// as an mma A fragment. B is N x 16 (K-major) in shared memory in the 128-byte swizzle:
-    /// row r's 16 elements from byte `b + 128 r` on, each address XORed with ((address >> 7) % 8)
-    /// << 4 (so `b` points into a 1024-byte aligned `swizzle`d array of 64-element rows). The
-    /// accumulators are `n` consecutive `frag_acc<f32>` elements of register array `acc`, from
-    /// flat index `first`: fragment j holds columns 8 j.. 8 j + 7 of the warp's 16 rows, laid out
-    /// as mma's. Neither A nor the accumulators may be touched until a `WgmmaWait` covers the
-    /// operation. Void; sm_90a only.
+    /// `[a (frag_a<f16> or shared view of f16), b (shared view of f16)]`, by every thread of
+    /// each warpgroup (128 threads): the asynchronous warpgroup MMA `wgmma.mma_async` m64nNk16
+    /// with f32 accumulators, N = 8 `n`. A is 64 x 16: warp `w` of the group gives rows 16 w..
+    /// 16 w + 15 as an mma A fragment, or A is a shared view laid out as B is (64 rows). B is
+    /// N x 16 (K-major) in shared memory in the 128-byte swizzle: row r's 16 elements from byte
+    /// `b + 128 r` on, each address XORed with ((address >> 7) % 8) << 4 (so `b` points into a
+    /// 1024-byte aligned `swizzle`d array of 64-element rows). The accumulators are `n`
+    /// consecutive `frag_acc<f32>` elements of register array `acc`, from flat index `first`:
+    /// fragment j holds columns 8 j.. 8 j + 7 of the warp's 16 rows, laid out as mma's. Neither
+    /// A nor the accumulators may be touched until a `WgmmaWait` covers the operation. Void;
+    /// sm_90a only.
     Wgmma {
         acc: VarId,
         first: u32,

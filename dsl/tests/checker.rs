@@ -487,6 +487,18 @@ fn tensor_core_builtins_are_checked() {
         ("let x = lop3(1u32, 2u32, 3u32, 256);", "out of range"),
         ("let x = dp4a(1u32, 2u32, 3u32);", "the accumulator of `dp4a`"),
         ("let x = dp4a_us(1i32, 2u32, 3);", "the first operand of `dp4a`"),
+        (
+            "var acc: [8] frag_acc<f32> = 0; wgmma(acc, g, s[0][0]);",
+            "a `frag_a<f16>` or a shared view of `f16` as A",
+        ),
+        (
+            "var acc: [8] frag_acc<f32> = 0; wgmma(acc, t[0][0], s[0][0]);",
+            "a `frag_a<f16>` or a shared view of `f16` as A",
+        ),
+        (
+            "var acc: [8] frag_acc<f32> = 0; wgmma(acc, s[0][0], g);",
+            "a shared view of `f16` as B",
+        ),
     ];
     for (body, want) in cases {
         let err = error(&wrap(body));

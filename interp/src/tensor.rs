@@ -123,7 +123,7 @@ impl<'m> Machine<'m, '_> {
 
     /// `wgmma.mma_async` m64nNk16 (f16 in, f32 accumulators; `ir::Builtin::Wgmma`) by every
     /// warpgroup with an active thread, all of whose 128 threads must be active and give one B
-    /// address. It runs at once: a kernel that reads the accumulators or rewrites A or B before
+    /// address (and one A address, for A in shared memory). It runs at once: a kernel that reads the accumulators or rewrites A or B before
     /// its `wgmma_wait` gets the finished result here, and undefined values on the GPU.
     /// Products are exact and summed in f64, added to the accumulator with one rounding.
     pub(crate) fn wgmma(
@@ -159,58 +159,28 @@ impl<'m> Machine<'m, '_> {
                 );
                 return Err(self.error_at(e.span, ErrorKind::Unsupported { what }));
             }
-            let base = self.pointer(b[start], e.span)?;
-            for &p in b.iter().skip(start).take(WARPGROUP) {
-                if self.pointer(p, e.span)? != base {
-                    let what = "wgmma with different B addresses in one warpgroup".to_string();
-                    return Err(self.error_at(e.span, ErrorKind::Unsupported { what }));
-                }
-            }
-            let aligned = match base.region {
-                Region::Shared(i) => self.kernel_fn().shared[i].align() >= SWIZZLE_SPAN,
-                Region::Global(_) => false,
-            };
-            if !aligned || base.offset % 16 != 0 {
-                return Err(self.error_at(
-                    e.span,
-                    ErrorKind::Misaligned {
-                        op: "wgmma (B in the 128-byte swizzle: a `swizzle`d shared array of 64 f16 per row)",
-                        thread: self.thread_id(start),
-                        offset: base.offset,
-                        align: SWIZZLE_SPAN as u32,
-                    },
-                ));
-            }
-            // mb[r][k]: B row r (an output column), k 0..16, through the swizzle.
-            let mut mb = vec![[0f64; 16]; cols];
-            for (r, row) in mb.iter_mut().enumerate() {
-                for (k, x) in row.iter_mut().enumerate() {
-                    let at = base.offset + r as i64 * SWIZZLE_ROW + 2 * k as i64;
-                    let ptr = Pointer {
-                        region: base.region,
-                        offset: at ^ (((at >> 7) & 7) << 4),
+            // mb[r][k]: B row r (an output column), k 0..16.
+            let mb = self.wgmma_shared_rows(b, "B", start, cols, e)?;
+            // ma[m][k]: A row m. From shared memory, laid out as B; from registers, warp w of
+            // the group gives rows 16 w.. as an mma A fragment.
+            let ma = if let Value::Ptr(_) = a[start] {
+                self.wgmma_shared_rows(a, "A", start, 64, e)?
+            } else {
+                let mut ma = vec![[0f64; 16]; 64];
+                for (t, &fa) in a.iter().enumerate().skip(start).take(WARPGROUP) {
+                    let Value::Frag(fa) = fa else {
+                        return Err(self.malformed(e.span, "wgmma of a non-fragment A"));
                     };
-                    let who = self.touch(start, e.span);
-                    let bytes = self
-                        .mem
-                        .read(ptr, 2, who)
-                        .map_err(|f| self.fault(f, start, e.span))?;
-                    *x = f64::from(half::f16::from_le_bytes([bytes[0], bytes[1]]));
-                }
-            }
-            // ma[m][k]: warp w of the group gives rows 16 w.. as an mma A fragment.
-            let mut ma = vec![[0f64; 16]; 64];
-            for (t, &fa) in a.iter().enumerate().skip(start).take(WARPGROUP) {
-                let Value::Frag(fa) = fa else {
-                    return Err(self.malformed(e.span, "wgmma of a non-fragment A"));
-                };
-                let (w, g, q) = ((t - start) / 32, t % 32 / 4, t % 4);
-                for r in 0..4 {
-                    for j in 0..2 {
-                        ma[16 * w + g + 8 * (r % 2)][2 * q + 8 * (r / 2) + j] = fa.element(r, j);
+                    let (w, g, q) = ((t - start) / 32, t % 32 / 4, t % 4);
+                    for r in 0..4 {
+                        for j in 0..2 {
+                            ma[16 * w + g + 8 * (r % 2)][2 * q + 8 * (r / 2) + j] =
+                                fa.element(r, j);
+                        }
                     }
                 }
-            }
+                ma
+            };
             for t in start..start + WARPGROUP {
                 let (w, g, q) = ((t - start) / 32, t % 32 / 4, t % 4);
                 for (j, new) in news.iter_mut().enumerate() {
@@ -234,6 +204,59 @@ impl<'m> Machine<'m, '_> {
             self.set_element(acc, len, Some(first + j as u32), new, mask);
         }
         Ok(vec![UNSET; self.threads])
+    }
+
+    /// The `rows` x 16 f16 operand of the warpgroup from thread `start` that `ptrs` points to in
+    /// shared memory, K-major in the 128-byte swizzle: row r's 16 elements from byte 128 r on,
+    /// each address XORed with ((address >> 7) % 8) << 4. Every thread of the group must give
+    /// the same address, 16-byte aligned in a 1024-byte aligned array.
+    fn wgmma_shared_rows(
+        &mut self,
+        ptrs: &Lanes,
+        operand: &str,
+        start: usize,
+        rows: usize,
+        e: &'m Expr,
+    ) -> Result<Vec<[f64; 16]>> {
+        let base = self.pointer(ptrs[start], e.span)?;
+        for &p in ptrs.iter().skip(start).take(WARPGROUP) {
+            if self.pointer(p, e.span)? != base {
+                let what = format!("wgmma with different {operand} addresses in one warpgroup");
+                return Err(self.error_at(e.span, ErrorKind::Unsupported { what }));
+            }
+        }
+        let aligned = match base.region {
+            Region::Shared(i) => self.kernel_fn().shared[i].align() >= SWIZZLE_SPAN,
+            Region::Global(_) => false,
+        };
+        if !aligned || base.offset % 16 != 0 {
+            return Err(self.error_at(
+                e.span,
+                ErrorKind::Misaligned {
+                    op: "wgmma (A or B in the 128-byte swizzle: a `swizzle`d shared array of 64 f16 per row)",
+                    thread: self.thread_id(start),
+                    offset: base.offset,
+                    align: SWIZZLE_SPAN as u32,
+                },
+            ));
+        }
+        let mut m = vec![[0f64; 16]; rows];
+        for (r, row) in m.iter_mut().enumerate() {
+            for (k, x) in row.iter_mut().enumerate() {
+                let at = base.offset + r as i64 * SWIZZLE_ROW + 2 * k as i64;
+                let ptr = Pointer {
+                    region: base.region,
+                    offset: at ^ (((at >> 7) & 7) << 4),
+                };
+                let who = self.touch(start, e.span);
+                let bytes = self
+                    .mem
+                    .read(ptr, 2, who)
+                    .map_err(|f| self.fault(f, start, e.span))?;
+                *x = f64::from(half::f16::from_le_bytes([bytes[0], bytes[1]]));
+            }
+        }
+        Ok(m)
     }
 
     /// `mma.sync.aligned` (m16n8k16 f16/bf16 -> f32, m16n8k32 i8 -> i32, m16n8k8 tf32 -> f32)

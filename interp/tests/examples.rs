@@ -223,7 +223,11 @@ fn mma_tf32_matches_a_reference() {
 
 #[test]
 fn wgmma_tile_matches_a_reference() {
-    for n in [8usize, 64, 256] {
+    // A in registers (fragments) and in shared memory.
+    for (n, kernel) in [8usize, 64, 256]
+        .into_iter()
+        .flat_map(|n| [(n, "wgmma_tile"), (n, "wgmma_tile_a_shared")])
+    {
         let c = compile("wgmma_tile.tile", &[("N", &n.to_string())]);
         let a: Vec<f16> = random(64 * 64, 31).into_iter().map(f16::from_f32).collect();
         let b: Vec<f16> = random(n * 64, 32).into_iter().map(f16::from_f32).collect();
@@ -232,7 +236,7 @@ fn wgmma_tile_matches_a_reference() {
             Arg::Buffer(Buffer::from_f16(&b)),
             Arg::Buffer(Buffer::from_f32(&vec![f32::NAN; 64 * n])),
         ];
-        launch(&c, "wgmma_tile", &mut args).unwrap();
+        launch(&c, kernel, &mut args).unwrap();
         let want: Vec<f64> = (0..64 * n)
             .map(|i| {
                 let (r, col) = (i / n, i % n);

@@ -1,8 +1,8 @@
 //! Runs the compiler's example kernels on the GPU against f64 CPU references and times them.
 //!
 //! Usage: `check_examples DIR`, where DIR holds `NAME.ptx` and `NAME.json` for vector_add,
-//! rmsnorm_f16, softmax_rows, matmul_simt, mma_tf32 and (on sm_90) wgmma_tile. Exit status: 0 all pass, 1 a check failed,
-//! 2 no GPU or bad usage.
+//! rmsnorm_f16, softmax_rows, matmul_simt, mma_tf32 and (on sm_90) wgmma_tile and
+//! wgmma_tile_a_shared. Exit status: 0 all pass, 1 a check failed, 2 no GPU or bad usage.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -161,6 +161,11 @@ impl Checker<'_> {
         if self.device.props().arch() == "sm_90" {
             self.with_kernel("wgmma_tile", |c, k| {
                 c.record("wgmma_tile", "64x64x64".into(), |c| c.wgmma_tile(k));
+            });
+            self.with_kernel("wgmma_tile_a_shared", |c, k| {
+                c.record("wgmma_tile_a_shared", "64x64x64".into(), |c| {
+                    c.wgmma_tile(k)
+                });
             });
         }
         self.with_kernel("matmul_simt", |c, k| {
@@ -356,8 +361,8 @@ impl Checker<'_> {
         })
     }
 
-    /// Four wgmma m64n64k16 by one warpgroup: A in registers, B in shared memory through the
-    /// 128-byte swizzle.
+    /// Four wgmma m64n64k16 by one warpgroup: A in registers (wgmma_tile) or in shared memory
+    /// (wgmma_tile_a_shared), B in shared memory through the 128-byte swizzle.
     fn wgmma_tile(&mut self, k: &Kernel) -> BoxResult<Measured> {
         let (n, kk) = (64, 64);
         let a_host: Vec<f16> = self

@@ -26,6 +26,10 @@ fn mma_intrinsic(elem: Scalar) -> &'static str {
     }
 }
 
+/// The high word of every wgmma shared-memory matrix descriptor zinc builds: the stride between
+/// 8-row groups, 1024 / 16, at bit 32 and swizzle mode 1 (128 bytes) at bit 62.
+const WGMMA_DESCRIPTOR_HIGH: u64 = (1024 >> 4) | (1 << 30);
+
 impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
     /// The registers of a fragment value.
     pub(super) fn frag_regs(
@@ -122,8 +126,8 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
     /// `wgmma(acc[i], a, b)`: one `wgmma.mma_async` m64nNk16 (f16 in, f32 accumulators) by the
     /// warpgroup, as inline PTX (LLVM has intrinsics only for its fence, commit and wait). The
     /// `n` fragments from flat element `first` of `acc` are its accumulators (4 registers each,
-    /// in and out), `a`'s four registers its A, and B is described by a shared-memory matrix
-    /// descriptor built from `b`: 128-byte swizzle, K-major, 8-row groups 1024 bytes apart.
+    /// in and out). A is `a`'s four registers, or (a pointer) a shared-memory matrix descriptor
+    /// built from it as B's is from `b`: 128-byte swizzle, K-major, 8-row groups 1024 bytes apart.
     pub(super) fn wgmma(
         &self,
         (acc, first, n): (VarId, u32, u16),
@@ -149,40 +153,21 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             d.extend(self.frag_regs(v, acc_frag, span)?);
         }
         let regs = d.len();
-        // Descriptor: start address / 16 in bits 0-13, leading offset 1 (unused when swizzled) at
-        // bit 16; stride 1024 / 16 at bit 32 and swizzle mode 1 (128 bytes) at bit 62, in the
-        // constant high word. The words go to the PTX apart: as one 64-bit value, LLVM widens
-        // the address arithmetic to 64 bits and ptxas spends five instructions per MMA on it.
-        let i32_ty = self.ctx.i32_type();
-        let addr = self
-            .b
-            .build_ptr_to_int(b.into_pointer_value(), i32_ty, "")
-            .at(span)?;
-        let start = ll::binop(
-            &self.b,
-            Op::LLVMLShr,
-            addr.into(),
-            i32_ty.const_int(4, false).into(),
-        );
-        let start = ll::binop(
-            &self.b,
-            Op::LLVMAnd,
-            start,
-            i32_ty.const_int(0x3FFF, false).into(),
-        );
-        let low = ll::binop(
-            &self.b,
-            Op::LLVMOr,
-            start,
-            i32_ty.const_int(1 << 16, false).into(),
-        );
-        let high = i32_ty.const_int((1024 >> 4) | (1 << 30), false);
-        let mut args: Vec<BasicValueEnum> = self
-            .frag_regs(a, a_frag, span)?
-            .into_iter()
-            .map(|r| self.bitcast(r, self.i32_ty()))
-            .collect();
-        args.push(low);
+        // The inputs after the accumulators: A's registers (or its descriptor's low word), B's
+        // descriptor's low word, the descriptors' constant high word, then the accumulators
+        // again (tied to the outputs).
+        let a_in_shared = a.is_pointer_value();
+        let mut args: Vec<BasicValueEnum> = if a_in_shared {
+            vec![self.wgmma_descriptor_low(a, span)?]
+        } else {
+            self.frag_regs(a, a_frag, span)?
+                .into_iter()
+                .map(|r| self.bitcast(r, self.i32_ty()))
+                .collect()
+        };
+        let a_inputs = args.len();
+        args.push(self.wgmma_descriptor_low(b, span)?);
+        let high = self.ctx.i32_type().const_int(WGMMA_DESCRIPTOR_HIGH, false);
         args.push(high.into());
         args.extend(d.iter().copied());
         let list = |from: usize, count: usize| {
@@ -191,18 +176,27 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let (b_low, high) = (regs + a_inputs, regs + a_inputs + 1);
+        // A from shared memory takes its own descriptor, and one more immediate (A not
+        // transposed) before B's.
+        let (a_desc, a_operand, trans) = if a_in_shared {
+            (
+                format!("\n\t.reg .b64 zinc_desc_a;\n\tmov.b64 zinc_desc_a, {{${regs}, ${high}}};"),
+                "zinc_desc_a".to_string(),
+                "0, 0",
+            )
+        } else {
+            (String::new(), format!("{{{}}}", list(regs, 4)), "0")
+        };
         let template = format!(
-            "{{\n\t.reg .b64 zinc_desc;\n\tmov.b64 zinc_desc, {{${}, ${}}};\n\t\
-             wgmma.mma_async.sync.aligned.m64n{}k16.f32.f16.f16 {{{}}}, {{{}}}, zinc_desc, 1, 1, \
-             1, 0;\n\t}}",
-            regs + 4,
-            regs + 5,
+            "{{{a_desc}\n\t.reg .b64 zinc_desc;\n\tmov.b64 zinc_desc, {{${b_low}, ${high}}};\n\t\
+             wgmma.mma_async.sync.aligned.m64n{}k16.f32.f16.f16 {{{}}}, {a_operand}, zinc_desc, \
+             1, 1, 1, {trans};\n\t}}",
             8 * n,
             list(0, regs),
-            list(regs, 4),
         );
         let mut constraints = vec!["=f".to_string(); regs];
-        constraints.extend(["r", "r", "r", "r", "r", "r"].map(String::from));
+        constraints.extend((0..a_inputs + 2).map(|_| "r".to_string()));
         constraints.extend((0..regs).map(|i| i.to_string()));
         constraints.push("~{memory}".to_string());
         let f32_ty = self.ctx.f32_type();
@@ -238,6 +232,41 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             self.b.build_store(slot, v).at(span)?;
         }
         Ok(())
+    }
+
+    /// The low word of a wgmma shared-memory matrix descriptor for `ptr`: start address / 16 in
+    /// bits 0-13, leading offset 1 (unused when swizzled) at bit 16. The high word is the
+    /// constant WGMMA_DESCRIPTOR_HIGH, and the two go to the PTX apart: as one 64-bit value,
+    /// LLVM widens the address arithmetic to 64 bits and ptxas spends five instructions per MMA
+    /// on it.
+    fn wgmma_descriptor_low(
+        &self,
+        ptr: BasicValueEnum<'ctx>,
+        span: Span,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        let i32_ty = self.ctx.i32_type();
+        let addr = self
+            .b
+            .build_ptr_to_int(ptr.into_pointer_value(), i32_ty, "")
+            .at(span)?;
+        let start = ll::binop(
+            &self.b,
+            Op::LLVMLShr,
+            addr.into(),
+            i32_ty.const_int(4, false).into(),
+        );
+        let start = ll::binop(
+            &self.b,
+            Op::LLVMAnd,
+            start,
+            i32_ty.const_int(0x3FFF, false).into(),
+        );
+        Ok(ll::binop(
+            &self.b,
+            Op::LLVMOr,
+            start,
+            i32_ty.const_int(1 << 16, false).into(),
+        ))
     }
 
     /// `ldmatrix_xN(row, trans)`: N registers per lane, typed as `ty` (a register or fragment).

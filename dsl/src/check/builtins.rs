@@ -645,20 +645,27 @@ impl FnCx<'_, '_> {
             );
             return Err(self.error(d));
         }
-        let a = self.value(&args[1], None)?;
+        let shared_f16 = |ty: &Type| {
+            matches!(
+                ty,
+                Type::View { space: Space::Shared, elem, .. } if elem.scalar() == Some(Scalar::F16)
+            )
+        };
+        // A: the warpgroup's 64 rows in registers (fragments), or in shared memory as B is.
+        let a = self.address(&args[1])?;
         let a_ty = Type::Frag(Frag {
             role: FragRole::A,
             elem: Scalar::F16,
         });
-        if a.ty != a_ty {
-            return Err(self.bad_arg("wgmma", "a `frag_a<f16>` A operand", &a));
+        if a.ty != a_ty && !shared_f16(&a.ty) {
+            return Err(self.bad_arg(
+                "wgmma",
+                "a `frag_a<f16>` or a shared view of `f16` as A",
+                &a,
+            ));
         }
         let b = self.address(&args[2])?;
-        let shared_f16 = matches!(
-            &b.ty,
-            Type::View { space: Space::Shared, elem, .. } if elem.scalar() == Some(Scalar::F16)
-        );
-        if !shared_f16 {
+        if !shared_f16(&b.ty) {
             return Err(self.bad_arg("wgmma", "a shared view of `f16` as B", &b));
         }
         let op = Builtin::Wgmma {
