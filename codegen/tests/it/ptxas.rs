@@ -39,6 +39,37 @@ pub fn ptxas() -> &'static Path {
     })
 }
 
+/// Assembles `ptx` for `arch` with `ptxas -v` (ptxas must accept it) and disassembles the
+/// cubin; (SASS, ptxas report). `name` keeps concurrent tests' files apart.
+pub fn sass_of(ptx: &str, arch: &str, name: &str) -> (String, String) {
+    let dir = std::env::temp_dir().join(format!("zinc-sass-{name}-{arch}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ptx_file, cubin) = (dir.join("k.ptx"), dir.join("k.cubin"));
+    std::fs::write(&ptx_file, ptx).unwrap();
+    let out = Command::new(ptxas())
+        .args([&format!("-arch={arch}"), "-v", "-o"])
+        .arg(&cubin)
+        .arg(&ptx_file)
+        .output()
+        .expect("running ptxas");
+    let report = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "ptxas failed on {name} for {arch}:\n{report}"
+    );
+    let sass = Command::new(tool("cuobjdump"))
+        .arg("-sass")
+        .arg(&cubin)
+        .output()
+        .expect("running cuobjdump");
+    assert!(
+        sass.status.success(),
+        "cuobjdump failed on {name} for {arch}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    (String::from_utf8_lossy(&sass.stdout).into_owned(), report)
+}
+
 fn assemble(name: &str, arch: &str, opt_level: u8) {
     let mut opts = Options::new(arch, None).unwrap();
     opts.opt_level = opt_level;

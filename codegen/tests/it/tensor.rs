@@ -2,9 +2,7 @@
 //! acceptance for every user arch, and the SASS they become (HMMA, IMMA, LDSM, LDGSTS, IDP.4A)
 //! with no register spills.
 
-use std::process::Command;
-
-use super::ptxas::{ptxas, tool};
+use super::ptxas::sass_of;
 use super::ARCHS;
 use zinc_codegen::{compile, Emit, Options};
 
@@ -94,29 +92,7 @@ fn tensor_core_builtins_become_their_ptx_instructions() {
 
 /// Assembles with `ptxas -v` into a cubin; (SASS, ptxas report).
 fn assemble(arch: &str) -> (String, String) {
-    let dir = std::env::temp_dir().join(format!("zinc-tensor-sass-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (ptx_file, cubin) = (
-        dir.join(format!("{arch}.ptx")),
-        dir.join(format!("{arch}.cubin")),
-    );
-    std::fs::write(&ptx_file, ptx(arch)).unwrap();
-    let out = Command::new(ptxas())
-        .args([&format!("-arch={arch}"), "-v", "-o"])
-        .arg(&cubin)
-        .arg(&ptx_file)
-        .output()
-        .expect("running ptxas");
-    let report = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "ptxas failed for {arch}:\n{report}");
-    let sass = Command::new(tool("cuobjdump"))
-        .arg("-sass")
-        .arg(&cubin)
-        .output()
-        .expect("running cuobjdump");
-    assert!(sass.status.success(), "cuobjdump failed for {arch}");
-    std::fs::remove_dir_all(&dir).ok();
-    (String::from_utf8_lossy(&sass.stdout).into_owned(), report)
+    sass_of(&ptx(arch), arch, "tensor")
 }
 
 #[test]

@@ -2,9 +2,7 @@
 //! instructions, the manifest entry, ptxas acceptance and the SASS (UTMALDG), maps passed to
 //! device functions, and the error for archs other than sm_90a.
 
-use std::process::Command;
-
-use super::ptxas::{ptxas, tool};
+use super::ptxas::sass_of;
 use zinc_codegen::{compile, Emit, Options};
 
 const SOURCE: &str = "
@@ -61,25 +59,7 @@ fn build(arch: &str) -> Result<(String, String), String> {
 
 /// Assembles `ptx` for sm_90a; the SASS.
 fn assemble(ptx: &str, name: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("zinc-tma-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (ptx_file, cubin) = (dir.join("tma.ptx"), dir.join("tma.cubin"));
-    std::fs::write(&ptx_file, ptx).unwrap();
-    let out = Command::new(ptxas())
-        .args(["-arch=sm_90a", "-o"])
-        .arg(&cubin)
-        .arg(&ptx_file)
-        .output()
-        .expect("running ptxas");
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ptxas failed on {name}:\n{log}");
-    let sass = Command::new(tool("cuobjdump"))
-        .arg("-sass")
-        .arg(&cubin)
-        .output()
-        .expect("running cuobjdump");
-    std::fs::remove_dir_all(&dir).ok();
-    String::from_utf8_lossy(&sass.stdout).into_owned()
+    sass_of(ptx, "sm_90a", &format!("tma-{name}")).0
 }
 
 #[test]
