@@ -1,5 +1,5 @@
-//! `zinc synth --preset NAME [--layers N] [--tiny] [--seed S] -o FILE.gguf` and
-//! `zinc synth --list`: synthetic real-shape Q4_K_M models.
+//! `zinc synth --preset NAME [--layers N] [--tiny] [--seed S] [--retype FROM=TO] -o FILE.gguf`
+//! and `zinc synth --list`: synthetic real-shape Q4_K_M models (or other mixes, retyped).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use zinc_models::quant::GgmlType;
 use zinc_models::synth::{preset, presets, Config, Preset, Synth};
 
 #[derive(clap::Args)]
@@ -23,6 +24,11 @@ pub struct Args {
     /// Seed of the random weights; the same seed writes the same bytes.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Store the tensors of type FROM as TO instead, e.g. `Q4_K=Q8_0,Q6_K=Q8_0` for a file
+    /// with Q8_0's weights (the metadata keep saying Q4_K_M). TO is one of Q4_K, Q5_K, Q6_K,
+    /// Q5_0, Q8_0, F16.
+    #[arg(long, value_name = "FROM=TO", value_delimiter = ',', value_parser = parse_retype)]
+    retype: Vec<(GgmlType, GgmlType)>,
     /// Output file.
     #[arg(short, long, required_unless_present = "list")]
     output: Option<PathBuf>,
@@ -52,7 +58,25 @@ pub fn run(args: &Args) -> Result<()> {
         p.model,
         if args.tiny { ", tiny" } else { "" }
     );
-    let synth = Synth::new(&label, config)?;
+    let mut synth = Synth::new(&label, config)?;
+    for &(from, to) in &args.retype {
+        // Rows must stay whole blocks of the new type.
+        if let Some(t) = synth
+            .tensors
+            .iter()
+            .find(|t| t.spec.ty == from && t.spec.dims[0] % to.block_size() as u64 != 0)
+        {
+            bail!(
+                "--retype {}={}: tensor `{}` has rows of {} weights, not whole {}-weight blocks",
+                from.name(),
+                to.name(),
+                t.spec.name,
+                t.spec.dims[0],
+                to.block_size()
+            );
+        }
+        synth.retype(from, to);
+    }
 
     let context = || format!("writing {}", output.display());
     let file = File::create(output).with_context(context)?;
@@ -86,6 +110,40 @@ pub fn run(args: &Args) -> Result<()> {
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
+
+/// The types synthetic weights can be written in (models/src/synth/gen.rs has their generators).
+const RETYPE_TARGETS: [GgmlType; 6] = [
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q5_0,
+    GgmlType::Q8_0,
+    GgmlType::F16,
+];
+
+/// `FROM=TO`, two ggml type names (any case).
+fn parse_retype(s: &str) -> Result<(GgmlType, GgmlType), String> {
+    let ty = |name: &str| {
+        GgmlType::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name().eq_ignore_ascii_case(name.trim()))
+            .ok_or_else(|| format!("unknown type `{name}`"))
+    };
+    let (from, to) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected FROM=TO (e.g. Q4_K=Q8_0), found `{s}`"))?;
+    let (from, to) = (ty(from)?, ty(to)?);
+    if !RETYPE_TARGETS.contains(&to) {
+        let names: Vec<&str> = RETYPE_TARGETS.iter().map(|t| t.name()).collect();
+        return Err(format!(
+            "cannot write weights as {}; known: {}",
+            to.name(),
+            names.join(", ")
+        ));
+    }
+    Ok((from, to))
+}
 
 /// A one-line progress report on stderr, redrawn at most a few times a second.
 struct Progress {
@@ -202,4 +260,27 @@ fn figures(p: &Preset) -> String {
     }
     f.push(format!("tokenizer {:?}{}", c.tokenizer, mark("tokenizer")));
     f.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retype_pairs_parse_and_bad_ones_say_why() {
+        assert_eq!(
+            parse_retype("q4_k=Q8_0"),
+            Ok((GgmlType::Q4_K, GgmlType::Q8_0))
+        );
+        assert_eq!(
+            parse_retype("Q6_K = q8_0"),
+            Ok((GgmlType::Q6_K, GgmlType::Q8_0))
+        );
+        assert!(parse_retype("Q4_K").unwrap_err().contains("FROM=TO"));
+        assert!(parse_retype("Q4_K=Q9_9")
+            .unwrap_err()
+            .contains("unknown type `Q9_9`"));
+        let err = parse_retype("Q4_K=IQ2_XS").unwrap_err();
+        assert!(err.contains("cannot write weights as IQ2_XS"), "{err}");
+    }
 }
