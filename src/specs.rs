@@ -239,6 +239,8 @@ pub const SPECS: &[Spec] = &[
     // sm_90a only: gemm_q4k_wg's kernel on planar Q6_K (kernels/gemm_wg.tile).
     quant_gemm("gemm_q6k_wg", GgmlType::Q6_K),
     quant_gemm("gemm_q8_0", GgmlType::Q8_0),
+    // sm_90a only: gemm_q4k_wg's kernel on planar Q8_0 (kernels/gemm_wg.tile).
+    quant_gemm("gemm_q8_0_wg", GgmlType::Q8_0),
     quant_gemm("gemm_q5_0", GgmlType::Q5_0),
     spec("attention_f32", Op::Attention, Elem::F32, Elem::F32),
     // Tensor cores, f16 Q, K, V; heads of exactly its `D` (FLASH_HEAD_DIM by default); the

@@ -226,8 +226,8 @@ pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
 /// at the anchor shapes (docs/PERF.md): 256-row tiles for long prompts, and for Q4_K 64-column
 /// tiles (twice the blocks) for shorter ones, and 64 x 64 tiles where even those make fewer
 /// blocks than SMs; Q5_K (Q4_K's kernel with fifth bits) takes Q4_K's choices until a tune run
-/// says otherwise. With `wgmma` (the device has sm_90a's warpgroup MMA), Q4_K takes
-/// gemm_q4k_wg and Q6_K gemm_q6k_wg (the same kernel on planar Q6_K).
+/// says otherwise. With `wgmma` (the device has sm_90a's warpgroup MMA) and K a multiple of 256,
+/// Q4_K takes gemm_q4k_wg, and Q5_K, Q6_K and Q8_0 the same kernel on their own weights.
 pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Option<String> {
     if !k.is_multiple_of(64) {
         return None;
@@ -237,6 +237,7 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
             GgmlType::Q4_K => return Some(wgmma_tiles("gemm_q4k_wg", t, n, k)),
             GgmlType::Q5_K => return Some(wgmma_tiles("gemm_q5k_wg", t, n, k)),
             GgmlType::Q6_K => return Some(wgmma_tiles("gemm_q6k_wg", t, n, k)),
+            GgmlType::Q8_0 => return Some(wgmma_tiles("gemm_q8_0_wg", t, n, k)),
             _ => {}
         }
     }
@@ -497,18 +498,32 @@ mod tests {
         assert_eq!(tiles(100, 4096, 4096), "WG=1,BT=64");
         assert_eq!(tiles(100, 14336, 4096), "WG=1,BT=128");
         assert_eq!(tiles(9, 14336, 4096), "WG=1,BT=64");
-        // Q5_K and Q6_K take the same tiles on their own kernels.
+        // Q5_K, Q6_K and Q8_0 take the same tiles on their own kernels.
         for (t, n, k) in [(512, 4096, 14336), (512, 1024, 4096), (9, 4096, 4096)] {
-            let q5k = quant_gemm(GgmlType::Q5_K, t, n, k, true).unwrap();
-            assert_eq!(q5k, format!("gemm_q5k_wg@{}", tiles(t, n, k)));
-            let q6k = quant_gemm(GgmlType::Q6_K, t, n, k, true).unwrap();
-            assert_eq!(q6k, format!("gemm_q6k_wg@{}", tiles(t, n, k)));
+            for (ty, kernel) in [
+                (GgmlType::Q5_K, "gemm_q5k_wg"),
+                (GgmlType::Q6_K, "gemm_q6k_wg"),
+                (GgmlType::Q8_0, "gemm_q8_0_wg"),
+            ] {
+                let name = quant_gemm(ty, t, n, k, true).unwrap();
+                assert_eq!(name, format!("{kernel}@{}", tiles(t, n, k)));
+            }
         }
-        // Other types, and the K-quants without sm_90a, keep the mma.sync kernels.
-        assert!(!quant_gemm(GgmlType::Q8_0, 512, 4096, 4096, true)
+        // Other types, K not a multiple of 256, and every type without sm_90a keep the mma.sync
+        // kernels.
+        assert!(!quant_gemm(GgmlType::Q5_0, 512, 4096, 4096, true)
             .unwrap()
             .contains("_wg"));
-        for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
+        assert_eq!(
+            quant_gemm(GgmlType::Q8_0, 512, 4096, 4160, true).as_deref(),
+            Some("gemm_q8_0")
+        );
+        for ty in [
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+            GgmlType::Q8_0,
+        ] {
             assert!(!quant_gemm(ty, 512, 4096, 4096, false)
                 .unwrap()
                 .contains("_wg"));

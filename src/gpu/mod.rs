@@ -282,8 +282,8 @@ fn s8_fused_enabled() -> bool {
     std::env::var("ZINC_S8_FUSED").as_deref() != Ok("0")
 }
 
-/// Whether prefill-size Q4_K, Q5_K and Q6_K products may take the gemm_*_wg kernels (sm_90a's
-/// warpgroup MMA, built for H100/H200 only): unless `ZINC_WGMMA=0`.
+/// Whether prefill-size Q4_K, Q5_K, Q6_K and Q8_0 products may take the gemm_*_wg kernels
+/// (sm_90a's warpgroup MMA, built for H100/H200 only): unless `ZINC_WGMMA=0`.
 fn wgmma_enabled() -> bool {
     std::env::var("ZINC_WGMMA").as_deref() != Ok("0")
 }
