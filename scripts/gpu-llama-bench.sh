@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine (see docs/GPU.md): llama.cpp's llama-bench and `zinc bench` on the same
 # synthetic Q4_K_M files in one run, pp512 and tg128, side by side.
-#   scripts/gpu-llama-bench.sh [PRESET...]          (default: llama3-8b)
+#   scripts/gpu-llama-bench.sh [PRESET[@FROM=TO,...]...]   (default: llama3-8b)
 #   scripts/gpu-llama-bench.sh --build-only         (only build llama-bench, e.g. in the background
 #                                                    while an earlier call's GPU work runs)
-# Needs .carry/zinc and .carry/llama.cpp.tar.gz from scripts/gpu-pack.sh. llama.cpp is built with
-# CUDA for sm_90 into $LLAMA_BUILD (default /tmp/zinc-llama; 4-6 minutes on 16 cores, reused while
-# the machine stays up); the models are written into $MODELS (default /tmp/zinc-models, reused, as
-# scripts/gpu-models.sh does). BENCH_ARGS overrides the arguments both benches get (default
-# `-p 512 -n 128 -r 3`). Results: $OUT/llama-bench-PRESET.json and $OUT/zinc-bench-PRESET.json in
+# A preset may carry `zinc synth --retype` pairs: `llama3-8b@Q4_K=Q8_0,Q6_K=Q8_0` is its shape
+# with Q8_0 weights. Needs .carry/zinc and .carry/llama.cpp.tar.gz from scripts/gpu-pack.sh.
+# llama.cpp is built with CUDA for sm_90 into $LLAMA_BUILD (default /tmp/zinc-llama; 4-6 minutes
+# on 16 cores, reused while the machine stays up); the models are written into $MODELS (default
+# /tmp/zinc-models, reused, as scripts/gpu-models.sh does). BENCH_ARGS overrides the arguments
+# both benches get (default `-p 512 -n 128 -r 3`). Results: $OUT/llama-bench-PRESET.json and $OUT/zinc-bench-PRESET.json in
 # llama-bench's JSON fields, logs beside them, and the table last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,11 +53,17 @@ if [[ ! -x $llama_bench ]]; then
 fi
 [[ $build_only == 0 ]] || exit 0
 
-for p in "${presets[@]}"; do
+tags=()
+for spec in "${presets[@]}"; do
+    # llama-bench splits -m at commas: files and results take the spec without =, @ and ,.
+    p=${spec//[=,@]/-}
+    tags+=("$p")
     model="$MODELS/$p.gguf"
+    synth_args=(--preset "${spec%%@*}")
+    [[ $spec != *@* ]] || synth_args+=(--retype "${spec#*@}")
     if [[ ! -s $model ]]; then
         echo "=== writing $model"
-        $zinc synth --preset "$p" -o "$model" > "$OUT/synth-$p.log" 2>&1 ||
+        $zinc synth "${synth_args[@]}" -o "$model" > "$OUT/synth-$p.log" 2>&1 ||
             { tail -n 20 "$OUT/synth-$p.log"; exit 1; }
     fi
     echo "=== $p: llama-bench"
@@ -72,4 +79,4 @@ done
 
 echo
 echo "=== side by side (tokens/s, mean ± sd; ratio = zinc / llama.cpp)"
-python3 scripts/bench-table.py "$OUT" "${presets[@]}"
+python3 scripts/bench-table.py "$OUT" "${tags[@]}"
