@@ -192,21 +192,29 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
 /// rows; 640 x 2048 Q5_0: 4.9 us against matvec_q5_0's 6.8), four row groups where that still
 /// fills the GPU; on short rows one row group of 4 warps (2048 x 640: 5.2 us, where four groups
 /// took 7.1; its 262144-row Q8_0 head: 49.1 us against matvec_q8_0's 68.2, at the copy's
-/// bandwidth). The int8 activations come in groups of 64, so `k` must be a multiple of 64 (Q8_0
-/// and Q5_0 rows may end mid-group; the f32 matvecs take those).
+/// bandwidth). On an 8B model's Q8_0 rows (session 10) two row groups of 8 warps do better on
+/// both: 4096 x 14336 in 23.0 us against 31.4 with four, 14336 x 4096 in 22.8 against 25.8 with
+/// one group of 4 (the 128256-row head ties, 131.6 against 131.4). The int8 activations come in
+/// groups of 64, so `k` must be a multiple of 64 (Q8_0 and Q5_0 rows may end mid-group; the f32
+/// matvecs take those).
 pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
     if !k.is_multiple_of(64) {
         return None;
     }
-    let block32_long_rows = if n.div_ceil(32) >= FULL_GRID {
-        "@TMAX=1,RG=4,KW=8"
-    } else {
-        "@TMAX=1,RG=1,KW=8"
+    let many_rows = n.div_ceil(32) >= FULL_GRID;
+    let block32_long_rows = match many_rows {
+        true => "@TMAX=1,RG=4,KW=8",
+        false => "@TMAX=1,RG=1,KW=8",
+    };
+    let (q8_0_long_rows, q8_0_short_rows) = match k >= 4096 {
+        true if many_rows => ("@TMAX=1,RG=2,KW=8", "@TMAX=1,RG=2,KW=8"),
+        true => (block32_long_rows, "@TMAX=1,RG=2,KW=8"),
+        false => (block32_long_rows, "@TMAX=1"),
     };
     let (kernel, long_rows, short_rows) = match ty {
         GgmlType::Q4_K => ("matvec_q4k_s8", "@TMAX=1,RG=1,KW=8", "@TMAX=1,RG=4,KW=8"),
         GgmlType::Q6_K => ("matvec_q6k_s8", "@TMAX=1,RG=4,KW=16", "@TMAX=1,RG=4,KW=4"),
-        GgmlType::Q8_0 => ("matvec_q8_0_s8", block32_long_rows, "@TMAX=1"),
+        GgmlType::Q8_0 => ("matvec_q8_0_s8", q8_0_long_rows, q8_0_short_rows),
         GgmlType::Q5_0 => ("matvec_q5_0_s8", block32_long_rows, "@TMAX=1"),
         _ => return None,
     };
@@ -400,6 +408,12 @@ mod tests {
     fn int8_matvecs_need_whole_activation_groups() {
         // Gemma 3 270M's widths take the int8 path; a K of whole 32-blocks but not 64 does not.
         assert!(matvec_s8(GgmlType::Q8_0, 1, 262144, 640).is_some());
+        // Q8_0: Gemma 3 270M's rows keep their builds; an 8B model's take two row groups.
+        let q8_0 = |n, k| matvec_s8(GgmlType::Q8_0, 1, n, k).unwrap();
+        assert_eq!(q8_0(262144, 640), "matvec_q8_0_s8@TMAX=1");
+        assert_eq!(q8_0(640, 2048), "matvec_q8_0_s8@TMAX=1,RG=1,KW=8");
+        assert_eq!(q8_0(4096, 14336), "matvec_q8_0_s8@TMAX=1,RG=2,KW=8");
+        assert_eq!(q8_0(14336, 4096), "matvec_q8_0_s8@TMAX=1,RG=2,KW=8");
         assert!(matvec_s8(GgmlType::Q5_0, 1, 640, 2048).is_some());
         assert_eq!(matvec_s8(GgmlType::Q5_0, 1, 37, 96), None);
         assert_eq!(matvec_s8(GgmlType::Q8_0, 2, 37, 544), None);
