@@ -283,4 +283,59 @@ mod tests {
         let err = parse_retype("Q4_K=IQ2_XS").unwrap_err();
         assert!(err.contains("cannot write weights as IQ2_XS"), "{err}");
     }
+
+    fn tiny(preset: &str, retype: Vec<(GgmlType, GgmlType)>, output: PathBuf) -> Args {
+        Args {
+            preset: Some(preset.into()),
+            layers: None,
+            tiny: true,
+            seed: 0,
+            retype,
+            output: Some(output),
+            list: false,
+        }
+    }
+
+    #[test]
+    fn retyped_files_hold_the_new_types_and_blocks_must_fit_the_rows() {
+        let dir = std::env::temp_dir().join(format!("zinc-synth-retype-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let types = |path: &PathBuf| -> Vec<GgmlType> {
+            let gguf = zinc_models::gguf::Gguf::open(path).unwrap();
+            gguf.tensors()
+                .iter()
+                .map(|t| t.ggml_type().unwrap())
+                .collect()
+        };
+        let plain = dir.join("plain.gguf");
+        run(&tiny("llama3-8b", vec![], plain.clone())).unwrap();
+        let q8 = dir.join("q8_0.gguf");
+        let to_q8 = vec![
+            (GgmlType::Q4_K, GgmlType::Q8_0),
+            (GgmlType::Q6_K, GgmlType::Q8_0),
+        ];
+        run(&tiny("llama3-8b", to_q8, q8.clone())).unwrap();
+        let (before, after) = (types(&plain), types(&q8));
+        assert!(before.contains(&GgmlType::Q4_K) && before.contains(&GgmlType::Q6_K));
+        for (b, a) in before.iter().zip(&after) {
+            match b {
+                GgmlType::Q4_K | GgmlType::Q6_K => assert_eq!(*a, GgmlType::Q8_0),
+                _ => assert_eq!(a, b),
+            }
+        }
+        // Qwen 3.5's convolution weights are rows of 4: not whole Q8_0 blocks, and nothing is
+        // written.
+        let bad = dir.join("bad.gguf");
+        let to_q8 = vec![(GgmlType::F32, GgmlType::Q8_0)];
+        let err = run(&tiny("qwen35-9b", to_q8, bad.clone()))
+            .unwrap_err()
+            .to_string();
+        let written = bad.exists();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            err.contains("rows of 4 weights, not whole 32-weight blocks"),
+            "{err}"
+        );
+        assert!(!written);
+    }
 }
