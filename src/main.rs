@@ -37,7 +37,7 @@ struct Cli {
 enum Command {
     /// Show a GGUF model's architecture, size, tensor types and tokenizer.
     Info(cmd_info::Args),
-    /// Write a synthetic real-shape Q4_K_M model with random weights.
+    /// Write a synthetic real-shape model with random weights: Q4_K_M, or retyped (--retype).
     Synth(cmd_synth::Args),
     /// Generate text from a prompt.
     Run(cmd_run::Args),
