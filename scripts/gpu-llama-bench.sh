@@ -9,8 +9,9 @@
 # llama.cpp is built with CUDA for sm_90 into $LLAMA_BUILD (default /tmp/zinc-llama; 4-6 minutes
 # on 16 cores, reused while the machine stays up); the models are written into $MODELS (default
 # /tmp/zinc-models, reused, as scripts/gpu-models.sh does). BENCH_ARGS overrides the arguments
-# both benches get (default `-p 512 -n 128 -r 3`). Results: $OUT/llama-bench-PRESET.json and $OUT/zinc-bench-PRESET.json in
-# llama-bench's JSON fields, logs beside them, and the table last.
+# both benches get (default `-p 512 -n 128 -r 3`). Results: $OUT/llama-bench-TAG.json and
+# $OUT/zinc-bench-TAG.json in llama-bench's JSON fields (TAG: the preset with `-` for `=`, `,`
+# and `@`), logs beside them, and the table last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

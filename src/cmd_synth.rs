@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use zinc_models::quant::GgmlType;
-use zinc_models::synth::{preset, presets, Config, Preset, Synth};
+use zinc_models::synth::{preset, presets, Config, Preset, Synth, SynthError, WEIGHT_TYPES};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -60,22 +60,9 @@ pub fn run(args: &Args) -> Result<()> {
     );
     let mut synth = Synth::new(&label, config)?;
     for &(from, to) in &args.retype {
-        // Rows must stay whole blocks of the new type.
-        if let Some(t) = synth
-            .tensors
-            .iter()
-            .find(|t| t.spec.ty == from && t.spec.dims[0] % to.block_size() as u64 != 0)
-        {
-            bail!(
-                "--retype {}={}: tensor `{}` has rows of {} weights, not whole {}-weight blocks",
-                from.name(),
-                to.name(),
-                t.spec.name,
-                t.spec.dims[0],
-                to.block_size()
-            );
+        if let Err(e) = synth.retype(from, to) {
+            bail!("--retype {}={}: {e}", from.name(), to.name());
         }
-        synth.retype(from, to);
     }
 
     let context = || format!("writing {}", output.display());
@@ -111,16 +98,6 @@ pub fn run(args: &Args) -> Result<()> {
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-/// The types synthetic weights can be written in (models/src/synth/gen.rs has their generators).
-const RETYPE_TARGETS: [GgmlType; 6] = [
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-    GgmlType::Q5_0,
-    GgmlType::Q8_0,
-    GgmlType::F16,
-];
-
 /// `FROM=TO`, two ggml type names (any case).
 fn parse_retype(s: &str) -> Result<(GgmlType, GgmlType), String> {
     let ty = |name: &str| {
@@ -134,13 +111,8 @@ fn parse_retype(s: &str) -> Result<(GgmlType, GgmlType), String> {
         .split_once('=')
         .ok_or_else(|| format!("expected FROM=TO (e.g. Q4_K=Q8_0), found `{s}`"))?;
     let (from, to) = (ty(from)?, ty(to)?);
-    if !RETYPE_TARGETS.contains(&to) {
-        let names: Vec<&str> = RETYPE_TARGETS.iter().map(|t| t.name()).collect();
-        return Err(format!(
-            "cannot write weights as {}; known: {}",
-            to.name(),
-            names.join(", ")
-        ));
+    if !WEIGHT_TYPES.contains(&to) {
+        return Err(SynthError::NoGenerator(to).to_string());
     }
     Ok((from, to))
 }

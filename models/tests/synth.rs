@@ -40,7 +40,7 @@ fn tiny_files_read_back_as_planned() {
 #[test]
 fn q5_k_weights_read_back_as_planned() {
     let mut synth = tiny("llama3-8b");
-    synth.retype(GgmlType::Q4_K, GgmlType::Q5_K);
+    synth.retype(GgmlType::Q4_K, GgmlType::Q5_K).unwrap();
     assert!(synth.tensors.iter().any(|t| t.spec.ty == GgmlType::Q5_K));
     reads_back_as_planned(&synth);
 }

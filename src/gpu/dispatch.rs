@@ -206,10 +206,15 @@ pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
         true => "@TMAX=1,RG=4,KW=8",
         false => "@TMAX=1,RG=1,KW=8",
     };
-    let (q8_0_long_rows, q8_0_short_rows) = match k >= 4096 {
-        true if many_rows => ("@TMAX=1,RG=2,KW=8", "@TMAX=1,RG=2,KW=8"),
-        true => (block32_long_rows, "@TMAX=1,RG=2,KW=8"),
-        false => (block32_long_rows, "@TMAX=1"),
+    // Q8_0 rows of an 8B model (K >= 4096) against Gemma 3 270M's.
+    let wide_q8_0 = k >= 4096;
+    let q8_0_long_rows = match wide_q8_0 && many_rows {
+        true => "@TMAX=1,RG=2,KW=8",
+        false => block32_long_rows,
+    };
+    let q8_0_short_rows = match wide_q8_0 {
+        true => "@TMAX=1,RG=2,KW=8",
+        false => "@TMAX=1",
     };
     let (kernel, long_rows, short_rows) = match ty {
         GgmlType::Q4_K => ("matvec_q4k_s8", "@TMAX=1,RG=1,KW=8", "@TMAX=1,RG=4,KW=8"),

@@ -148,7 +148,7 @@ fn llama3_on_the_emulated_device_matches_the_cpu() {
 #[test]
 fn llama3_with_q5_k_weights_on_the_emulated_device_matches_the_cpu() {
     let mut synth = tiny_synth("llama3-8b");
-    synth.retype(GgmlType::Q4_K, GgmlType::Q5_K);
+    synth.retype(GgmlType::Q4_K, GgmlType::Q5_K).unwrap();
     let gguf = written(&synth);
     assert!(gguf
         .tensors()
@@ -185,8 +185,8 @@ fn int8_decode_products_on_the_emulated_device_stay_near_the_cpu() {
 #[test]
 fn int8_decode_products_of_32_weight_blocks_stay_near_the_cpu() {
     let mut synth = tiny_synth("gemma3-27b");
-    synth.retype(GgmlType::Q4_K, GgmlType::Q5_0);
-    synth.retype(GgmlType::Q6_K, GgmlType::Q8_0);
+    synth.retype(GgmlType::Q4_K, GgmlType::Q5_0).unwrap();
+    synth.retype(GgmlType::Q6_K, GgmlType::Q8_0).unwrap();
     let launched =
         check_model_on_emulated_device("gemma3-27b Q5_0/Q8_0", written(&synth), S8_TOLERANCE, true);
     for kernel in ["matvec_q5_0_s8", "matvec_q8_0_s8"] {

@@ -69,6 +69,16 @@ fn rms(lo: i32, hi: i32) -> f32 {
     (sum / f64::from(hi - lo + 1)).sqrt() as f32
 }
 
+/// The types [`fill`] draws weights in (any other type gets f32 words).
+pub const WEIGHT_TYPES: [GgmlType; 6] = [
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q5_0,
+    GgmlType::Q8_0,
+    GgmlType::F16,
+];
+
 /// Fills `out` with the data of elements `first..` of a tensor of type `ty` drawn per `init`.
 /// `out` holds whole blocks.
 pub fn fill(ty: GgmlType, init: Init, first: u64, out: &mut [u8], rng: &mut WyRand) {

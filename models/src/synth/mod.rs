@@ -13,7 +13,7 @@ mod quant_mix;
 mod tensors;
 mod vocab;
 
-pub use gen::WEIGHT_STD;
+pub use gen::{WEIGHT_STD, WEIGHT_TYPES};
 pub use presets::{preset, presets, Arch, Config, DeltaNet, Moe, Preset, Swa};
 pub use tensors::Init;
 pub use vocab::{SynthVocab, TokenizerKind};
@@ -37,6 +37,22 @@ pub enum SynthError {
     Io(#[from] std::io::Error),
     #[error("a model needs at least one layer")]
     NoLayers,
+    #[error("cannot write weights as {}; known: {}", .0.name(), type_names(&WEIGHT_TYPES))]
+    NoGenerator(GgmlType),
+    #[error("tensor `{name}` has rows of {row} weights, not whole {block}-weight blocks")]
+    RowsNotBlocks {
+        name: String,
+        row: u64,
+        block: usize,
+    },
+}
+
+fn type_names(types: &[GgmlType]) -> String {
+    types
+        .iter()
+        .map(|t| t.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// One tensor of a synthetic model.
@@ -88,12 +104,25 @@ impl Synth {
     }
 
     /// Stores the tensors of type `from` as `to` instead, e.g. Q4_K as Q5_K for a file like a
-    /// Q5_K_M one (the metadata keep saying Q4_K_M). `to` needs the same block size and a
-    /// generator in `gen` (Q4_K, Q5_K, Q6_K, Q5_0, Q8_0, F16).
-    pub fn retype(&mut self, from: GgmlType, to: GgmlType) {
+    /// Q5_K_M one (the metadata keep saying Q4_K_M). `to` must be one of [`WEIGHT_TYPES`], and
+    /// the retyped tensors' rows whole blocks of it; otherwise nothing changes.
+    pub fn retype(&mut self, from: GgmlType, to: GgmlType) -> Result<(), SynthError> {
+        if !WEIGHT_TYPES.contains(&to) {
+            return Err(SynthError::NoGenerator(to));
+        }
+        let block = to.block_size();
+        let retyped = self.tensors.iter().filter(|t| t.spec.ty == from);
+        if let Some(t) = retyped.clone().find(|t| t.spec.dims[0] % block as u64 != 0) {
+            return Err(SynthError::RowsNotBlocks {
+                name: t.spec.name.clone(),
+                row: t.spec.dims[0],
+                block,
+            });
+        }
         for t in self.tensors.iter_mut().filter(|t| t.spec.ty == from) {
             t.spec.ty = to;
         }
+        Ok(())
     }
 
     /// Bytes of tensor data, alignment padding included (the file adds its header).
