@@ -754,6 +754,9 @@ pub enum Builtin {
     /// `[bar, bytes (u32)]`: `mbarrier.arrive.expect_tx`: one arrival, and `bytes` more
     /// transaction bytes the current phase waits for. Void.
     MbarrierExpectTx,
+    /// `[bar]`: `mbarrier.arrive`: one arrival (a consumer releasing a ring slot to the
+    /// thread that refills it). Void.
+    MbarrierArrive,
     /// `[bar, parity (u32)]`: wait until the phase of parity `parity % 2` has completed. Void.
     MbarrierWait,
     /// `[dst (shared mut view), map (a tensor map of dst's elements), row (u32), col (u32),
@@ -783,6 +786,7 @@ pub fn needs_sm90a(m: &Module, f: &Function) -> bool {
             | Builtin::FenceProxyAsync
             | Builtin::MbarrierInit
             | Builtin::MbarrierExpectTx
+            | Builtin::MbarrierArrive
             | Builtin::MbarrierWait
             | Builtin::TmaLoad,
             _,

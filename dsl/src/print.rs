@@ -420,6 +420,7 @@ fn builtin(b: Builtin) -> String {
         Builtin::FenceProxyAsync => "fence_proxy_async",
         Builtin::MbarrierInit => "mbarrier_init",
         Builtin::MbarrierExpectTx => "mbarrier_expect_tx",
+        Builtin::MbarrierArrive => "mbarrier_arrive",
         Builtin::MbarrierWait => "mbarrier_wait",
         Builtin::TmaLoad => "tma_load",
     };

@@ -121,6 +121,7 @@ impl<'m> Machine<'m, '_> {
             }
             Builtin::MbarrierInit => self.mbarrier_init(&vals, mask, e),
             Builtin::MbarrierExpectTx => self.mbarrier_expect_tx(&vals, mask, e),
+            Builtin::MbarrierArrive => self.mbarrier_arrive(&vals, mask, e),
             Builtin::MbarrierWait => self.mbarrier_wait(&vals, mask, e),
             Builtin::TmaLoad => self.tma_load(&vals, mask, e),
             Builtin::Dp4a { unsigned_a } => {

@@ -206,26 +206,57 @@ impl<'m> Machine<'m, '_> {
             return Err(self.malformed(e.span, "mbarrier_expect_tx without two operands"));
         };
         for t in mask.lanes() {
-            let op = "mbarrier_expect_tx";
-            let p = self.mbarrier_at(bar[t], t, op, e)?;
-            let bytes = i64::from(bytes[t].reg_bits());
-            self.touch_mbarrier(p, t, e)?;
-            let b = self.mbarrier(op, p, t, e)?;
-            let (pending, tx) = (b.pending, b.tx + bytes);
-            if pending == 0 || tx > MAX_TX_BYTES {
-                let what = match pending {
-                    0 => format!("more arrivals than the {} it was initialized with", b.count),
-                    _ => format!(
-                        "{tx} transaction bytes outstanding, over the limit of {MAX_TX_BYTES}"
-                    ),
-                };
-                return Err(self.mbarrier_error(op, p, t, e, what));
-            }
-            b.pending -= 1;
-            b.tx = tx;
-            self.complete_phase(p, t, e)?;
+            self.arrive(
+                "mbarrier_expect_tx",
+                bar[t],
+                i64::from(bytes[t].reg_bits()),
+                t,
+                e,
+            )?;
         }
         Ok(vec![UNSET; self.threads])
+    }
+
+    pub(crate) fn mbarrier_arrive(
+        &mut self,
+        args: &[Lanes],
+        mask: &Mask,
+        e: &'m Expr,
+    ) -> Result<Lanes> {
+        let [bar] = args else {
+            return Err(self.malformed(e.span, "mbarrier_arrive without one operand"));
+        };
+        for t in mask.lanes() {
+            self.arrive("mbarrier_arrive", bar[t], 0, t, e)?;
+        }
+        Ok(vec![UNSET; self.threads])
+    }
+
+    /// Thread `t`'s arrival on the mbarrier at `bar`, expecting `bytes` more transaction bytes.
+    fn arrive(
+        &mut self,
+        op: &'static str,
+        bar: Value,
+        bytes: i64,
+        t: usize,
+        e: &'m Expr,
+    ) -> Result<()> {
+        let p = self.mbarrier_at(bar, t, op, e)?;
+        self.touch_mbarrier(p, t, e)?;
+        let b = self.mbarrier(op, p, t, e)?;
+        let (pending, tx) = (b.pending, b.tx + bytes);
+        if pending == 0 || tx > MAX_TX_BYTES {
+            let what = match pending {
+                0 => format!("more arrivals than the {} it was initialized with", b.count),
+                _ => {
+                    format!("{tx} transaction bytes outstanding, over the limit of {MAX_TX_BYTES}")
+                }
+            };
+            return Err(self.mbarrier_error(op, p, t, e, what));
+        }
+        b.pending -= 1;
+        b.tx = tx;
+        self.complete_phase(p, t, e)
     }
 
     /// Completes the current phase of the barrier at `p` when nothing is outstanding: its

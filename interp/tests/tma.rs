@@ -3,7 +3,7 @@
 //! super-block), tensors that start past the buffer's start, phases reused across a loop, and
 //! the errors: reading before the wait, waiting for a phase that cannot complete, a misaligned
 //! destination or tensor, a swizzled box into a plain array, a tensor the driver would not
-//! encode.
+//! encode; plain arrivals completing a phase.
 
 use half::f16;
 use rand::rngs::StdRng;
@@ -401,6 +401,52 @@ fn loads_in_functions_are_checked_as_the_kernels() {
     let err = failure(&off);
     assert!(
         matches!(err.kind(), ErrorKind::Misaligned { offset: 48, .. }),
+        "{err}"
+    );
+}
+
+/// Threads `thread.x < arrivers` of a 64-thread block arrive on an mbarrier that waits for
+/// `count` arrivals; then every thread waits for phase 0 and writes its index.
+fn arrivals(count: u32, arrivers: u32) -> (Result<(), InterpError>, Vec<u32>) {
+    let src = "kernel arrive(out: global mut [u32], count: u32, arrivers: u32) grid(1) block(64) {
+        shared bars: [1] u64;
+        if thread.x == 0 { mbarrier_init(bars[0], count); }
+        barrier();
+        if thread.x < arrivers { mbarrier_arrive(bars[0]); }
+        barrier();
+        mbarrier_wait(bars[0], 0);
+        out[thread.x] = thread.x + 1;
+    }";
+    let c = zinc_dsl::compile_source("arrive.tile", src, &[], &|_| None)
+        .unwrap_or_else(|f| panic!("{}", f.render()));
+    let mut args = vec![
+        Arg::Buffer(Buffer::from_u32(&[0; 64])),
+        Arg::Scalar(Value::U32(count)),
+        Arg::Scalar(Value::U32(arrivers)),
+    ];
+    let result = Interpreter::new(&c.module)
+        .sources(&c.sources)
+        .launch("arrive", &mut args);
+    (result, args[0].buffer().unwrap().to_u32())
+}
+
+#[test]
+fn arrivals_complete_a_phase_at_its_count() {
+    let (result, out) = arrivals(48, 48);
+    result.unwrap();
+    assert_eq!(out, (1..=64).collect::<Vec<u32>>());
+    let (result, _) = arrivals(48, 47);
+    let err = result.unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::MbarrierDeadlock {
+                parity: 0,
+                arrivals: 1,
+                tx_bytes: 0,
+                ..
+            }
+        ),
         "{err}"
     );
 }

@@ -182,6 +182,7 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             }
             Builtin::MbarrierInit
             | Builtin::MbarrierExpectTx
+            | Builtin::MbarrierArrive
             | Builtin::MbarrierWait
             | Builtin::TmaLoad => {
                 self.async_copy_op(builtin, &vals, span)?;

@@ -100,7 +100,7 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
             .ok_or_else(|| internal("tensor map parameter missing", span))
     }
 
-    /// `mbarrier_init`, `mbarrier_expect_tx`, `mbarrier_wait` and `tma_load`.
+    /// `mbarrier_init`, `mbarrier_expect_tx`, `mbarrier_arrive`, `mbarrier_wait` and `tma_load`.
     pub(super) fn async_copy_op(
         &self,
         op: Builtin,
@@ -118,6 +118,12 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
                 "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
                 "r,r",
                 &[self.shared_u32(*bar, span)?, *bytes],
+                span,
+            ),
+            (Builtin::MbarrierArrive, [bar]) => self.asm_statement(
+                "mbarrier.arrive.shared::cta.b64 _, [$0];",
+                "r",
+                &[self.shared_u32(*bar, span)?],
                 span,
             ),
             // try_wait suspends the thread for a while in hardware; the loop covers timeouts.

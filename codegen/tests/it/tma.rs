@@ -180,3 +180,29 @@ kernel copy_two(x: global [f16], y: global mut [f16], T: u32, K: u32, n: u32)
     let sass = assemble(&ptx, "once");
     assert!(sass.contains("UTMALDG"), "no TMA load in the SASS:\n{sass}");
 }
+
+/// `mbarrier_arrive` is a plain arrival, without a transaction count, and ptxas takes it.
+#[test]
+fn arrivals_emit_mbarrier_arrive() {
+    let source = "
+kernel release(y: global mut [u32]) grid(1) block(128) {
+    shared bars: [1] u64;
+    if thread.x == 0 {
+        mbarrier_init(bars[0], 128);
+    }
+    barrier();
+    mbarrier_arrive(bars[0]);
+    mbarrier_wait(bars[0], 0);
+    y[thread.x] = thread.x;
+}";
+    let (ptx, _) = build_source(source, "sm_90a", 3).unwrap();
+    assert!(
+        ptx.contains("mbarrier.arrive.shared::cta.b64 _, ["),
+        "{ptx}"
+    );
+    let sass = assemble(&ptx, "arrive");
+    assert!(
+        sass.contains("SYNCS.ARRIVE"),
+        "no arrival in the SASS:\n{sass}"
+    );
+}

@@ -45,6 +45,7 @@ pub enum Name {
     FenceProxyAsync,
     MbarrierInit,
     MbarrierExpectTx,
+    MbarrierArrive,
     MbarrierWait,
     TmaLoad,
     /// `tensor_map(...)`, which is only a declaration (`let m = tensor_map(...)`).
@@ -106,6 +107,7 @@ const TABLE: &[(&str, Name)] = &[
     ("fence_proxy_async", Name::FenceProxyAsync),
     ("mbarrier_init", Name::MbarrierInit),
     ("mbarrier_expect_tx", Name::MbarrierExpectTx),
+    ("mbarrier_arrive", Name::MbarrierArrive),
     ("mbarrier_wait", Name::MbarrierWait),
     ("tma_load", Name::TmaLoad),
     ("tensor_map", Name::TensorMap),
@@ -500,6 +502,15 @@ impl FnCx<'_, '_> {
                     _ => Builtin::FenceProxyAsync,
                 };
                 Ok(mk(ir::ExprKind::Builtin(op, vec![]), Type::Void, span))
+            }
+            Name::MbarrierArrive => {
+                self.arity(name, args, 1, span)?;
+                let bar = self.mbarrier(name, &args[0])?;
+                Ok(mk(
+                    ir::ExprKind::Builtin(Builtin::MbarrierArrive, vec![bar]),
+                    Type::Void,
+                    span,
+                ))
             }
             Name::MbarrierInit | Name::MbarrierExpectTx | Name::MbarrierWait => {
                 self.arity(name, args, 2, span)?;
