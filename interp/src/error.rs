@@ -158,7 +158,7 @@ pub enum ErrorKind {
         issued: RaceAccess,
     },
     /// Located at the wait.
-    #[error("`mbarrier_wait` by {thread} on mbarrier `{array}` byte {offset} for its phase of parity {parity}, which has not completed ({arrivals} arrivals and {tx_bytes} transaction bytes outstanding); nothing else runs while the block waits, so it never will")]
+    #[error("`mbarrier_wait` by {thread} on mbarrier `{array}` byte {offset} for its phase of parity {parity}, which has not completed ({arrivals} arrivals and {tx_bytes} transaction bytes outstanding); no other thread of the block can run to complete it (lock step, or every role waits), so it never will")]
     MbarrierDeadlock {
         thread: ThreadId,
         array: String,

@@ -1,7 +1,12 @@
 //! The lock-step SIMT machine: one block at a time, every thread of the block walking the IR
 //! tree together under an active mask. Divergent `if`s run both sides with complementary masks;
 //! loops keep iterating while any thread is still in them; `break`, `continue` and `return`
-//! take threads out of the mask until the construct they leave is done.
+//! take threads out of the mask until the construct they leave is done. An `if` that splits warps
+//! and waits on an mbarrier on either side instead runs its sides as roles (`roles`): machines of
+//! their own over the block's shared state ([`BlockState`]), merged back when both are done.
+
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use zinc_dsl::diag::{SourceMap, Span};
 use zinc_dsl::ir::{
@@ -11,6 +16,7 @@ use zinc_dsl::ir::{
 use crate::copy::Copies;
 use crate::error::{ErrorKind, InterpError, Location, ThreadId};
 use crate::memory::{Access, Memory, Site};
+use crate::roles::{splits_warps, stmt_address, waiting_ifs, Finished, Seat};
 use crate::tma::{EncodedMap, Mbarriers};
 use crate::value::Value;
 
@@ -85,6 +91,7 @@ impl Mask {
 }
 
 /// Threads that left the innermost loop by `break` or `continue`, waiting for the others.
+#[derive(Clone)]
 struct LoopExits {
     broken: Mask,
     continued: Mask,
@@ -94,7 +101,7 @@ struct LoopExits {
 /// touch) and its A fragment, each as (frame depth, array, flat element range). The interpreter
 /// runs a wgmma at once, so without this a kernel that reads its accumulators or rewrites its A
 /// registers before the `wgmma_wait` would pass here and compute garbage on the GPU.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct WgmmaInFlight {
     /// Not yet committed.
     open: Vec<WgmmaUse>,
@@ -127,6 +134,19 @@ impl WgmmaInFlight {
         }
     }
 
+    /// Add the uses in flight of a role that ran beside this one; committed groups line up
+    /// from the newest, as `wgmma_wait(n)` counts them.
+    fn merge(&mut self, other: WgmmaInFlight) {
+        self.open.extend(other.open);
+        while self.groups.len() < other.groups.len() {
+            self.groups.push_front(Vec::new());
+        }
+        let skip = self.groups.len() - other.groups.len();
+        for (mine, theirs) in self.groups.iter_mut().skip(skip).zip(other.groups) {
+            mine.extend(theirs);
+        }
+    }
+
     /// The in-flight use of element `flat` of `var` in the frame at `depth`, if any.
     fn using(&self, depth: usize, var: VarId, flat: u32) -> Option<WgmmaUse> {
         self.open
@@ -139,7 +159,8 @@ impl WgmmaInFlight {
     }
 }
 
-/// A function activation, shared by all threads of the block.
+/// A function activation, shared by all threads of the block (of the role).
+#[derive(Clone)]
 struct Frame<'m> {
     func: &'m Function,
     /// By `VarId`: one value per thread; empty until first defined.
@@ -182,6 +203,21 @@ pub(crate) struct Machine<'m, 'a> {
     frames: Vec<Frame<'m>>,
     steps: u64,
     step_limit: u64,
+    /// The `if`s that run as roles when they split warps (`roles::waiting_ifs`).
+    waiting_ifs: Arc<HashSet<usize>>,
+    /// The role this machine runs; None for the block's lock-step machine.
+    pub role: Option<Seat<'m, 'a>>,
+}
+
+/// What all threads of a block share, whichever role runs: it moves into the machine of the
+/// role that runs.
+pub(crate) struct BlockState<'m, 'a> {
+    mem: Memory<'m, 'a>,
+    exited: Mask,
+    copies: Vec<Copies<'m>>,
+    pub mbarriers: Mbarriers,
+    tensor_maps: Vec<EncodedMap>,
+    steps: u64,
 }
 
 impl<'m, 'a> Machine<'m, 'a> {
@@ -210,7 +246,101 @@ impl<'m, 'a> Machine<'m, 'a> {
             frames: Vec::new(),
             steps: 0,
             step_limit,
+            waiting_ifs: Arc::new(waiting_ifs(module)),
+            role: None,
         }
+    }
+
+    /// A machine for a role that runs some of this machine's threads from where it stands: the
+    /// same frames and wgmmas in flight, and no block state until it runs.
+    pub(crate) fn role_machine(&self, seat: Seat<'m, 'a>) -> Machine<'m, 'a> {
+        Machine {
+            module: self.module,
+            sources: self.sources,
+            grid: self.grid,
+            dim: self.dim,
+            block: self.block,
+            threads: self.threads,
+            mem: Memory::new([], &[]),
+            exited: Mask::empty(0),
+            copies: Vec::new(),
+            wgmma: self.wgmma.clone(),
+            mbarriers: Mbarriers::default(),
+            tensor_maps: Vec::new(),
+            frames: self.frames.clone(),
+            steps: 0,
+            step_limit: self.step_limit,
+            waiting_ifs: self.waiting_ifs.clone(),
+            role: Some(seat),
+        }
+    }
+
+    /// Move the block's shared state out (to the role that runs next).
+    pub(crate) fn take_block_state(&mut self) -> BlockState<'m, 'a> {
+        BlockState {
+            mem: std::mem::replace(&mut self.mem, Memory::new([], &[])),
+            exited: std::mem::replace(&mut self.exited, Mask::empty(0)),
+            copies: std::mem::take(&mut self.copies),
+            mbarriers: std::mem::take(&mut self.mbarriers),
+            tensor_maps: std::mem::take(&mut self.tensor_maps),
+            steps: self.steps,
+        }
+    }
+
+    pub(crate) fn put_block_state(&mut self, state: BlockState<'m, 'a>) {
+        self.mem = state.mem;
+        self.exited = state.exited;
+        self.copies = state.copies;
+        self.mbarriers = state.mbarriers;
+        self.tensor_maps = state.tensor_maps;
+        self.steps = state.steps;
+    }
+
+    /// After the roles of an `if`: each role's values for its own threads (variables, loop
+    /// exits, return values) and its wgmmas in flight; the threads that fell through.
+    pub(crate) fn merge_roles(&mut self, roles: Vec<Finished<'m, 'a>>) -> Mask {
+        let n = self.threads;
+        let mut fell_through = Mask::empty(n);
+        let mut wgmma: Option<WgmmaInFlight> = None;
+        for role in roles {
+            let Finished {
+                machine,
+                threads,
+                fell_through: theirs,
+            } = role;
+            fell_through.union_with(&theirs);
+            for (mine, frame) in self.frames.iter_mut().zip(machine.frames) {
+                for (slot, role_slot) in mine.vars.iter_mut().zip(frame.vars) {
+                    if role_slot.is_empty() {
+                        continue;
+                    }
+                    // A variable first defined inside the role.
+                    if slot.len() != role_slot.len() {
+                        *slot = vec![UNSET; role_slot.len()];
+                    }
+                    for (i, v) in role_slot.into_iter().enumerate() {
+                        if threads.get(i % n) {
+                            slot[i] = v;
+                        }
+                    }
+                }
+                for (exits, role_exits) in mine.loops.iter_mut().zip(frame.loops) {
+                    exits.broken.union_with(&role_exits.broken);
+                    exits.continued.union_with(&role_exits.continued);
+                }
+                for t in threads.lanes() {
+                    mine.ret[t] = frame.ret[t];
+                }
+            }
+            match &mut wgmma {
+                Some(merged) => merged.merge(machine.wgmma),
+                None => wgmma = Some(machine.wgmma),
+            }
+        }
+        if let Some(merged) = wgmma {
+            self.wgmma = merged;
+        }
+        fell_through
     }
 
     /// Run the kernel for one block; `params` holds one value per parameter, the same for
@@ -396,7 +526,7 @@ impl<'m, 'a> Machine<'m, 'a> {
     }
 
     /// Run statements; on return `active` holds the threads that fell through the end.
-    fn exec_block(&mut self, stmts: &'m Block, active: &mut Mask) -> Result<()> {
+    pub(crate) fn exec_block(&mut self, stmts: &'m Block, active: &mut Mask) -> Result<()> {
         for stmt in stmts {
             if !active.any() {
                 break;
@@ -457,6 +587,14 @@ impl<'m, 'a> Machine<'m, 'a> {
             } => {
                 let c = self.eval(cond, active)?;
                 let (mut then_mask, mut else_mask) = active.split(&c);
+                if then_mask.any()
+                    && else_mask.any()
+                    && self.waiting_ifs.contains(&stmt_address(stmt))
+                    && splits_warps(&then_mask, &else_mask, self.threads)
+                {
+                    *active = self.run_roles([(then_body, then_mask), (else_body, else_mask)])?;
+                    return Ok(());
+                }
                 self.exec_block(then_body, &mut then_mask)?;
                 self.exec_block(else_body, &mut else_mask)?;
                 then_mask.union_with(&else_mask);

@@ -3,7 +3,11 @@
 //!
 //! The blocks of a launch run one after another; within a block every thread walks the IR in
 //! lock step under an active mask (SIMT), so barriers, shuffles and votes see exactly the threads
-//! that reach them. Besides computing results it catches what the GPU would silently get wrong:
+//! that reach them. The exception is warp specialization: an `if` that splits the active threads
+//! along warp boundaries, with an `mbarrier_wait` on either side, runs its sides as independent
+//! roles (each in lock step), one at a time, switching when the running role waits for an
+//! mbarrier phase that has not completed, as the producer and consumer warps of a TMA ring run on
+//! the GPU (see the `roles` module). Besides computing results it catches what the GPU would silently get wrong:
 //! out-of-bounds accesses, barriers in divergent code, warp operations by part of a warp, and
 //! shared-memory data races within one barrier interval. Shared memory starts each block filled
 //! with all-ones bytes (NaN in every float type), so reads of unwritten shared memory show.
@@ -23,7 +27,10 @@
 //! - threads that returned from the kernel are not waited for by barriers, shuffles or votes.
 //! - atomics run one thread at a time in thread order; fences are no-ops.
 //! - a race is two accesses to one shared byte by different threads between two barriers,
-//!   unless both read or both are atomic. Global memory is not race-checked.
+//!   unless both read or both are atomic, or mbarriers order them: a thread's accesses before
+//!   its arrival (`mbarrier_arrive`, `mbarrier_expect_tx`) are ordered before another thread's
+//!   accesses after its `mbarrier_wait` returns for the phase that arrival completed
+//!   (transitively). Global memory is not race-checked.
 //!
 //! ```
 //! use zinc_interp::{Arg, Buffer, Interpreter, Value};
@@ -47,6 +54,7 @@ mod error;
 mod eval;
 mod exec;
 mod memory;
+mod roles;
 mod tensor;
 mod tma;
 mod value;

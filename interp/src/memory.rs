@@ -251,25 +251,48 @@ pub(crate) enum Fault<'m> {
     },
 }
 
+/// An access as logged: who and where, and the accessing thread's epoch then.
+#[derive(Copy, Clone)]
+struct Logged<'m> {
+    touch: Touch<'m>,
+    epoch: u32,
+}
+
 /// Accesses of one kind to one byte by up to two different threads: enough to find one by a
-/// thread other than any given one.
+/// thread other than any given one. An access ordered before a newer one of the same kind is
+/// dropped for it: whatever races with the older access also races with the newer.
 #[derive(Copy, Clone, Default)]
-struct Touches<'m>([Option<Touch<'m>>; 2]);
+struct Touches<'m>([Option<Logged<'m>>; 2]);
 
 impl<'m> Touches<'m> {
-    fn other_than(&self, thread: u32) -> Option<Touch<'m>> {
+    /// A logged access that is not ordered before an access by `thread` now.
+    fn unordered(&self, thread: u32, clocks: &Clocks) -> Option<Touch<'m>> {
         self.0
             .iter()
             .flatten()
-            .find(|t| t.thread != thread)
-            .copied()
+            .find(|l| !clocks.ordered(l, thread))
+            .map(|l| l.touch)
     }
 
-    fn add(&mut self, who: Touch<'m>) {
-        match self.0 {
-            [None, _] => self.0[0] = Some(who),
-            [Some(first), None] if first.thread != who.thread => self.0[1] = Some(who),
-            _ => {}
+    fn add(&mut self, who: Touch<'m>, clocks: &Clocks) {
+        let epoch = clocks.epoch(who.thread);
+        // The thread's first site stays (for messages); its epoch moves on.
+        if let Some(same) = self
+            .0
+            .iter_mut()
+            .flatten()
+            .find(|l| l.touch.thread == who.thread)
+        {
+            same.epoch = epoch;
+            return;
+        }
+        for slot in &mut self.0 {
+            if slot.is_some_and(|l| clocks.ordered(&l, who.thread)) {
+                *slot = None;
+            }
+        }
+        if let Some(free) = self.0.iter_mut().find(|slot| slot.is_none()) {
+            *free = Some(Logged { touch: who, epoch });
         }
     }
 }
@@ -298,6 +321,151 @@ pub(crate) struct TmaGuard {
     pub phase: u32,
 }
 
+/// Happens-before through mbarriers, as vector clocks. A block barrier orders everything before
+/// it already (the logs of older intervals count as empty); within an interval, a thread's
+/// accesses before its arrival on an mbarrier are ordered before the accesses of a thread after
+/// its wait for the phase that arrival completed (and, transitively, after anything that thread
+/// orders later). Each thread's epoch moves on at its arrivals; an access logged at epoch `e`
+/// of thread `a` is ordered before thread `b` now when `b` knows epoch `e` of `a`.
+struct Clocks {
+    threads: usize,
+    /// Row `b`, column `a`: the latest epoch of thread `a` that thread `b` knows; every thread
+    /// starts at epoch 1 and knows no other. Empty until the block's first arrival.
+    known: Vec<u32>,
+    /// Per mbarrier id: per thread, how many of its phases the thread has seen complete, by its
+    /// own waits or through another thread's that it synchronized with.
+    observed: HashMap<u32, Vec<u32>>,
+    /// Per mbarrier id: what its arrivals released.
+    phases: HashMap<u32, PhaseClocks>,
+}
+
+/// What arrivals on an mbarrier released: the arriving threads' clocks and observed phases.
+#[derive(Clone, Default)]
+struct Release {
+    known: Vec<u32>,
+    observed: HashMap<u32, u32>,
+}
+
+/// An mbarrier's releases: by all arrivals so far, and as of its last completed phase (what a
+/// wait that returns acquires; arrivals are read-modify-writes of the barrier, so each phase
+/// carries the earlier ones').
+#[derive(Default)]
+struct PhaseClocks {
+    arrivals: Release,
+    completed: Release,
+}
+
+impl Clocks {
+    fn new() -> Clocks {
+        Clocks {
+            threads: 0,
+            known: Vec::new(),
+            observed: HashMap::new(),
+            phases: HashMap::new(),
+        }
+    }
+
+    fn reset(&mut self, threads: usize) {
+        self.threads = threads;
+        self.known.clear();
+        self.observed.clear();
+        self.phases.clear();
+    }
+
+    fn epoch(&self, thread: u32) -> u32 {
+        let t = thread as usize;
+        self.known.get(t * self.threads + t).copied().unwrap_or(1)
+    }
+
+    /// Whether the logged access is ordered before an access by `thread` now.
+    fn ordered(&self, logged: &Logged, thread: u32) -> bool {
+        let (a, b) = (logged.touch.thread as usize, thread as usize);
+        a == b
+            || self
+                .known
+                .get(b * self.threads + a)
+                .is_some_and(|&e| e >= logged.epoch)
+    }
+
+    /// Whether `thread` has seen the phase of `guard` complete.
+    fn sees(&self, guard: TmaGuard, thread: u32) -> bool {
+        self.observed
+            .get(&guard.barrier)
+            .is_some_and(|seen| seen[thread as usize] > guard.phase)
+    }
+
+    /// `thread` has seen `phases` phases of mbarrier `barrier` complete.
+    fn observe(&mut self, barrier: u32, thread: usize, phases: u32) {
+        let threads = self.threads;
+        let seen = self
+            .observed
+            .entry(barrier)
+            .or_insert_with(|| vec![0; threads]);
+        seen[thread] = seen[thread].max(phases);
+    }
+
+    /// `thread` arrives on `barrier`: its clock and observed phases join the barrier's, and its
+    /// epoch moves on.
+    fn arrive(&mut self, barrier: u32, thread: usize) {
+        let n = self.threads;
+        if self.known.is_empty() {
+            self.known = vec![0; n * n];
+            for t in 0..n {
+                self.known[t * n + t] = 1;
+            }
+        }
+        let release = &mut self.phases.entry(barrier).or_default().arrivals;
+        if release.known.is_empty() {
+            release.known = vec![0; n];
+        }
+        let row = &self.known[thread * n..(thread + 1) * n];
+        join(&mut release.known, row);
+        for (&id, seen) in &self.observed {
+            let phases = release.observed.entry(id).or_default();
+            *phases = (*phases).max(seen[thread]);
+        }
+        self.known[thread * n + thread] += 1;
+    }
+
+    /// A phase of `barrier` completed: a wait that returns now acquires what was released.
+    fn complete(&mut self, barrier: u32) {
+        if let Some(p) = self.phases.get_mut(&barrier) {
+            p.completed.clone_from(&p.arrivals);
+        }
+    }
+
+    /// `thread`'s wait returned, `phases` phases of `barrier` having completed.
+    fn acquire(&mut self, barrier: u32, thread: usize, phases: u32) {
+        self.observe(barrier, thread, phases);
+        let Some(p) = self.phases.get(&barrier) else {
+            return;
+        };
+        let n = self.threads;
+        if !p.completed.known.is_empty() {
+            join(
+                &mut self.known[thread * n..(thread + 1) * n],
+                &p.completed.known,
+            );
+        }
+        let released: Vec<(u32, u32)> = p
+            .completed
+            .observed
+            .iter()
+            .map(|(&id, &k)| (id, k))
+            .collect();
+        for (id, k) in released {
+            self.observe(id, thread, k);
+        }
+    }
+}
+
+/// `into` becomes the element-wise maximum of itself and `other`.
+fn join(into: &mut [u32], other: &[u32]) {
+    for (a, &b) in into.iter_mut().zip(other) {
+        *a = (*a).max(b);
+    }
+}
+
 /// An asynchronous copy into a shared byte: a `cp_async` (until its group completes) or a
 /// `tma_load` (guarded by its mbarrier phase).
 #[derive(Copy, Clone, Debug)]
@@ -314,9 +482,7 @@ struct Shared<'m> {
     logs: Vec<ByteLog<'m>>,
     /// Per byte: the asynchronous copy still writing it.
     in_flight: Vec<Option<Pending<'m>>>,
-    /// Per mbarrier id: per thread, how many of its phases the thread has seen complete.
-    observed: HashMap<u32, Vec<u32>>,
-    threads: usize,
+    clocks: Clocks,
     /// Barrier intervals are numbered; a log from an older interval counts as empty.
     interval: u32,
 }
@@ -343,8 +509,7 @@ impl<'m> Shared<'m> {
             bytes: vec![POISON; end],
             logs: vec![ByteLog::default(); end],
             in_flight: vec![None; end],
-            observed: HashMap::new(),
-            threads: 0,
+            clocks: Clocks::new(),
             interval: 0,
         }
     }
@@ -352,20 +517,12 @@ impl<'m> Shared<'m> {
     fn reset(&mut self, threads: usize) {
         self.bytes.fill(POISON);
         self.in_flight.fill(None);
-        self.observed.clear();
-        self.threads = threads;
+        self.clocks.reset(threads);
         self.new_interval();
     }
 
     fn new_interval(&mut self) {
         self.interval += 1;
-    }
-
-    /// Whether `thread` has seen the phase of `guard` complete.
-    fn sees(&self, guard: TmaGuard, thread: u32) -> bool {
-        self.observed
-            .get(&guard.barrier)
-            .is_some_and(|seen| seen[thread as usize] > guard.phase)
     }
 
     /// Fails if an asynchronous copy the accessing thread may not see yet writes `byte`.
@@ -378,19 +535,22 @@ impl<'m> Shared<'m> {
     ) -> Result<(), Fault<'m>> {
         let layout = &self.arrays[array];
         match self.in_flight[layout.base + byte] {
-            Some(p) if p.tma.is_none_or(|g| !self.sees(g, who.thread)) => Err(Fault::InFlight {
-                array: layout.name.clone(),
-                index: (byte / layout.elem_size) as u64,
-                issued: p.who,
-                kind,
-                tma: p.tma.is_some(),
-            }),
+            Some(p) if p.tma.is_none_or(|g| !self.clocks.sees(g, who.thread)) => {
+                Err(Fault::InFlight {
+                    array: layout.name.clone(),
+                    index: (byte / layout.elem_size) as u64,
+                    issued: p.who,
+                    kind,
+                    tma: p.tma.is_some(),
+                })
+            }
             _ => Ok(()),
         }
     }
 
     /// Fails if another thread accessed `byte` in this barrier interval in a way that conflicts
-    /// with `kind`; records the access when `record`.
+    /// with `kind`, unless mbarriers order that access before this one; records the access
+    /// when `record`.
     fn check_race(
         &mut self,
         array: usize,
@@ -399,16 +559,23 @@ impl<'m> Shared<'m> {
         kind: Access,
         record: bool,
     ) -> Result<(), Fault<'m>> {
-        let layout = &self.arrays[array];
-        let log = &mut self.logs[layout.base + byte];
-        if log.interval != self.interval {
+        let Shared {
+            arrays,
+            logs,
+            clocks,
+            interval,
+            ..
+        } = self;
+        let layout = &arrays[array];
+        let log = &mut logs[layout.base + byte];
+        if log.interval != *interval {
             *log = ByteLog {
-                interval: self.interval,
+                interval: *interval,
                 ..ByteLog::default()
             };
         }
         let conflict = Access::ALL.into_iter().find_map(|earlier_kind| {
-            let earlier = log.seen[earlier_kind as usize].other_than(who.thread)?;
+            let earlier = log.seen[earlier_kind as usize].unordered(who.thread, clocks)?;
             kind.conflicts_with(earlier_kind)
                 .then_some((earlier, earlier_kind))
         });
@@ -422,13 +589,13 @@ impl<'m> Shared<'m> {
             });
         }
         if record {
-            log.seen[kind as usize].add(who);
+            log.seen[kind as usize].add(who, clocks);
         }
         Ok(())
     }
 
-    /// Record an access to `range` and report a conflict with another thread's access in the
-    /// same barrier interval.
+    /// Record an access to `range` and report a conflict with another thread's unordered access
+    /// in the same barrier interval.
     fn track(
         &mut self,
         array: usize,
@@ -490,7 +657,7 @@ impl<'m, 'a> Memory<'m, 'a> {
     /// everything after it).
     pub fn barrier(&mut self) {
         self.shared.new_interval();
-        for seen in self.shared.observed.values_mut() {
+        for seen in self.shared.clocks.observed.values_mut() {
             let latest = seen.iter().copied().max().unwrap_or(0);
             seen.fill(latest);
         }
@@ -602,8 +769,9 @@ impl<'m, 'a> Memory<'m, 'a> {
 
     /// Start a `tma_load` of `len` bytes into shared memory at `dst`, which lands on the phase
     /// of `guard`. The async proxy writes the bytes, not the issuing thread: the access is
-    /// checked against this interval's accesses by other threads (a copy over bytes they still
-    /// use) but not recorded, and the bytes stay guarded until a thread has seen the phase.
+    /// checked against this interval's accesses by other threads that the issuing thread is not
+    /// ordered after (a copy over bytes they still use) but not recorded, and the bytes stay
+    /// guarded until a thread has seen the phase.
     pub fn start_tma(
         &mut self,
         dst: Pointer,
@@ -637,15 +805,21 @@ impl<'m, 'a> Memory<'m, 'a> {
         Ok(())
     }
 
-    /// `thread` has seen `phases` phases of mbarrier `barrier` complete.
+    /// `thread` arrives on mbarrier `barrier` (an `mbarrier_arrive` or `mbarrier_expect_tx`):
+    /// its accesses so far are ordered before those of the threads that wait for the phase.
+    pub fn arrive(&mut self, barrier: u32, thread: usize) {
+        self.shared.clocks.arrive(barrier, thread);
+    }
+
+    /// A phase of mbarrier `barrier` completed.
+    pub fn complete_phase(&mut self, barrier: u32) {
+        self.shared.clocks.complete(barrier);
+    }
+
+    /// `thread`'s wait on mbarrier `barrier` returned, `phases` of its phases having completed:
+    /// it sees their copies and what the arrivals released.
     pub fn observe(&mut self, barrier: u32, thread: usize, phases: u32) {
-        let threads = self.shared.threads;
-        let seen = self
-            .shared
-            .observed
-            .entry(barrier)
-            .or_insert_with(|| vec![0; threads]);
-        seen[thread] = seen[thread].max(phases);
+        self.shared.clocks.acquire(barrier, thread, phases);
     }
 
     /// Complete a `cp_async` started by [`Memory::start_copy`]: its bytes land, as a write by

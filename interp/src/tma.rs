@@ -5,8 +5,10 @@
 //! reach zero its phase completes: the copies of the phase land, the phase flips and the count
 //! of expected arrivals is restored. A copy's bytes are visible to a thread only once it has
 //! waited for the phase (`mbarrier_wait`), or after a block barrier that follows some thread's
-//! wait; any access before that is an error naming the copy. The block's threads run in lock
-//! step, so a wait for a phase that has not completed would wait forever: it is an error too.
+//! wait; any access before that is an error naming the copy. A wait for a phase that has not
+//! completed suspends its role while another role runs (`roles`); in lock step, or when every
+//! role waits, it would wait forever: an error. Arrivals and waits also order the threads'
+//! shared-memory accesses for the race detector (`memory`).
 
 use std::collections::HashMap;
 
@@ -18,7 +20,7 @@ use crate::memory::TmaGuard;
 use crate::value::{Pointer, Region, Value};
 
 /// Where an mbarrier lives: shared array and byte offset.
-type BarrierKey = (usize, i64);
+pub(crate) type BarrierKey = (usize, i64);
 
 /// The block's mbarriers, by address.
 #[derive(Default)]
@@ -27,6 +29,16 @@ pub(crate) struct Mbarriers {
     /// Ids handed out so far; each `mbarrier_init` takes a fresh one, so that the phases of a
     /// re-initialized barrier are not confused with the old ones.
     inits: u32,
+}
+
+impl Mbarriers {
+    /// Whether the phase of `parity` of the mbarrier at `key` has completed (what a wait
+    /// waits for).
+    pub fn passed(&self, key: BarrierKey, parity: u32) -> bool {
+        self.bars
+            .get(&key)
+            .is_some_and(|b| b.completed % 2 != parity)
+    }
 }
 
 struct Mbarrier {
@@ -256,6 +268,8 @@ impl<'m> Machine<'m, '_> {
         }
         b.pending -= 1;
         b.tx = tx;
+        let id = b.id;
+        self.mem.arrive(id, t);
         self.complete_phase(p, t, e)
     }
 
@@ -273,6 +287,8 @@ impl<'m> Machine<'m, '_> {
         let landing = std::mem::take(&mut b.landing);
         b.completed += 1;
         b.pending = b.count;
+        let id = b.id;
+        self.mem.complete_phase(id);
         for (dst, data) in landing {
             self.mem
                 .land_tma(dst, &data)
@@ -281,8 +297,9 @@ impl<'m> Machine<'m, '_> {
         Ok(())
     }
 
-    /// `mbarrier_wait(bar, parity)`: the phase of that parity must have completed, else the
-    /// block would wait forever (an error).
+    /// `mbarrier_wait(bar, parity)`: the phase of that parity must have completed. If it has
+    /// not, a role (see `roles`) waits for another role to complete it; in lock step, or when
+    /// every role waits, the block would wait forever (an error).
     pub(crate) fn mbarrier_wait(
         &mut self,
         args: &[Lanes],
@@ -297,9 +314,13 @@ impl<'m> Machine<'m, '_> {
             let p = self.mbarrier_at(bar[t], t, op, e)?;
             let parity = parity[t].reg_bits() % 2;
             self.touch_mbarrier(p, t, e)?;
-            let b = self.mbarrier(op, p, t, e)?;
-            // The current phase is the one with the parity of the phases completed so far.
-            if b.completed % 2 == parity {
+            self.mbarrier(op, p, t, e)?;
+            // The phase of `parity` has completed when the current phase has the other parity.
+            while !self.mbarriers.passed(Self::key(p), parity) {
+                if self.suspend(Self::key(p), parity)? {
+                    continue;
+                }
+                let b = self.mbarrier(op, p, t, e)?;
                 let (arrivals, tx_bytes) = (b.pending, b.tx);
                 let (array, offset) = Self::key(p);
                 return Err(self.error_at(
@@ -314,6 +335,7 @@ impl<'m> Machine<'m, '_> {
                     },
                 ));
             }
+            let b = self.mbarrier(op, p, t, e)?;
             let (id, completed) = (b.id, b.completed);
             self.mem.observe(id, t, completed);
         }

@@ -1,0 +1,448 @@
+//! Warp-specialized roles: an `if` that splits the active threads along warp boundaries, with an
+//! `mbarrier_wait` on either side, runs its sides as independent roles, as the warps of a
+//! producer/consumer kernel run on the GPU. In lock step the first side would wait forever for
+//! the second.
+//!
+//! Each role is a machine of its own (frames, loop exits, wgmmas in flight) on an OS thread of
+//! its own, so that a role can stop in the middle of the recursive executor. One role runs at a
+//! time: it holds the baton, and with it the block's shared state ([`BlockState`]: memory,
+//! mbarriers, exited threads, the step count), which moves between machines. A role gives the
+//! baton up only when it waits for an mbarrier phase that has not completed or when it is done;
+//! the next role to run is the next runnable one in a fixed order (then-sides before
+//! else-sides, nested roles in place of their parent), so every run interleaves the same way.
+//! When every role waits, the first one reports the deadlock. After both sides are done, the
+//! `if`'s threads go on together: each role's values for its own threads merge back into the
+//! parent.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use zinc_dsl::ir::{Block, Builtin, Expr, ExprKind, Module, Stmt, StmtKind};
+
+use crate::error::{ErrorKind, InterpError};
+use crate::exec::{BlockState, Machine, Mask, Result};
+use crate::tma::BarrierKey;
+
+/// The `if` statements of a module that run as roles when they split warps: those with an
+/// `mbarrier_wait` on either side, directly or in a function called there. Statements are
+/// known by address: the module outlives every machine that runs it.
+pub(crate) fn waiting_ifs(module: &Module) -> HashSet<usize> {
+    // Which functions wait, to a fixed point over calls (hand-built IR may recurse).
+    let mut waits = vec![false; module.functions.len()];
+    loop {
+        let next: Vec<bool> = module
+            .functions
+            .iter()
+            .map(|f| block_waits(&f.body, &waits))
+            .collect();
+        if next == waits {
+            break;
+        }
+        waits = next;
+    }
+    let mut ifs = HashSet::new();
+    for f in &module.functions {
+        collect_waiting_ifs(&f.body, &waits, &mut ifs);
+    }
+    ifs
+}
+
+fn collect_waiting_ifs(block: &Block, waits: &[bool], ifs: &mut HashSet<usize>) {
+    for stmt in block {
+        match &stmt.kind {
+            StmtKind::If {
+                then_body,
+                else_body,
+                ..
+            } => {
+                if block_waits(then_body, waits) || block_waits(else_body, waits) {
+                    ifs.insert(stmt_address(stmt));
+                }
+                collect_waiting_ifs(then_body, waits, ifs);
+                collect_waiting_ifs(else_body, waits, ifs);
+            }
+            StmtKind::For { body, .. } | StmtKind::While { body, .. } => {
+                collect_waiting_ifs(body, waits, ifs);
+            }
+            _ => {}
+        }
+    }
+}
+
+pub(crate) fn stmt_address(stmt: &Stmt) -> usize {
+    std::ptr::from_ref(stmt) as usize
+}
+
+/// Whether running `block` may reach an `mbarrier_wait`; `waits` says it of each function.
+fn block_waits(block: &Block, waits: &[bool]) -> bool {
+    block.iter().any(|stmt| match &stmt.kind {
+        StmtKind::Let { init: e, .. }
+        | StmtKind::Assign { value: e, .. }
+        | StmtKind::SetElement { value: e, .. }
+        | StmtKind::Expr(e)
+        | StmtKind::Return(Some(e)) => expr_waits(e, waits),
+        StmtKind::Store { ptr, value } => expr_waits(ptr, waits) || expr_waits(value, waits),
+        StmtKind::If {
+            cond,
+            then_body,
+            else_body,
+        } => {
+            expr_waits(cond, waits)
+                || block_waits(then_body, waits)
+                || block_waits(else_body, waits)
+        }
+        StmtKind::For {
+            start,
+            end,
+            step,
+            body,
+            ..
+        } => [start, end, step].iter().any(|e| expr_waits(e, waits)) || block_waits(body, waits),
+        StmtKind::While { cond, body } => expr_waits(cond, waits) || block_waits(body, waits),
+        StmtKind::Break
+        | StmtKind::Continue
+        | StmtKind::Return(None)
+        | StmtKind::Barrier
+        | StmtKind::Fence(_) => false,
+    })
+}
+
+fn expr_waits(e: &Expr, waits: &[bool]) -> bool {
+    let any = |es: &[Expr]| es.iter().any(|e| expr_waits(e, waits));
+    match &e.kind {
+        ExprKind::Builtin(Builtin::MbarrierWait, _) => true,
+        ExprKind::Call(f, args) => waits.get(f.0 as usize).copied().unwrap_or(false) || any(args),
+        ExprKind::Builtin(_, args)
+        | ExprKind::VectorBuild(args)
+        | ExprKind::Intrinsic { args, .. }
+        | ExprKind::InlineAsm { args, .. } => any(args),
+        ExprKind::Unary(_, a)
+        | ExprKind::Cast(a)
+        | ExprKind::Load(a)
+        | ExprKind::Extract(a, _)
+        | ExprKind::Bitcast(a) => expr_waits(a, waits),
+        ExprKind::Binary(_, a, b)
+        | ExprKind::Logical(_, a, b)
+        | ExprKind::Offset { base: a, index: b } => expr_waits(a, waits) || expr_waits(b, waits),
+        ExprKind::Select(a, b, c) => [a, b, c].iter().any(|e| expr_waits(e, waits)),
+        ExprKind::Const(_)
+        | ExprKind::Var(_)
+        | ExprKind::Element { .. }
+        | ExprKind::SharedArray(_)
+        | ExprKind::TensorMap(_)
+        | ExprKind::Special(_) => false,
+    }
+}
+
+/// Whether no warp has active threads on both sides.
+pub(crate) fn splits_warps(then_mask: &Mask, else_mask: &Mask, threads: usize) -> bool {
+    (0..threads).step_by(32).all(|start| {
+        let warp = start..(start + 32).min(threads);
+        !(warp.clone().any(|t| then_mask.get(t)) && warp.into_iter().any(|t| else_mask.get(t)))
+    })
+}
+
+/// Stack for a role's thread: the executor recurses over the IR (and over calls), as deep as
+/// on the launching thread.
+const ROLE_STACK_BYTES: usize = 32 << 20;
+
+/// A role's place in its block's schedule.
+#[derive(Clone)]
+pub(crate) struct Seat<'m, 'a> {
+    scheduler: Arc<Scheduler<'m, 'a>>,
+    pub id: usize,
+}
+
+/// Who runs: one role at a time, holding the baton.
+pub(crate) struct Scheduler<'m, 'a> {
+    schedule: Mutex<Schedule<'m, 'a>>,
+    turn: Condvar,
+}
+
+struct Schedule<'m, 'a> {
+    /// The block's shared state while no role holds the baton.
+    block: Option<BlockState<'m, 'a>>,
+    /// By id.
+    roles: Vec<Role>,
+    /// The roles that run or may run (not the parents of live roles), in scheduling order.
+    order: Vec<usize>,
+    running: Option<usize>,
+    /// The running role got the baton only to report its wait: every role waits.
+    deadlocked: bool,
+    /// The block failed: the first error, and no role runs again.
+    failure: Option<InterpError>,
+    stopped: bool,
+}
+
+struct Role {
+    parent: Option<usize>,
+    /// The mbarrier phase (barrier, parity) the role waits for.
+    waiting: Option<(BarrierKey, u32)>,
+    /// Of a parent: its roles still running.
+    children_left: u8,
+}
+
+/// A role that ran its side to the end.
+pub(crate) struct Finished<'m, 'a> {
+    /// Its frames and wgmmas in flight, to merge into the parent's.
+    pub machine: Machine<'m, 'a>,
+    /// The threads it ran.
+    pub threads: Mask,
+    /// The threads that fell through the end of its side.
+    pub fell_through: Mask,
+}
+
+impl<'m, 'a> Scheduler<'m, 'a> {
+    fn new() -> Scheduler<'m, 'a> {
+        Scheduler {
+            schedule: Mutex::new(Schedule {
+                block: None,
+                roles: Vec::new(),
+                order: Vec::new(),
+                running: None,
+                deadlocked: false,
+                failure: None,
+                stopped: false,
+            }),
+            turn: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Schedule<'m, 'a>> {
+        // A role that panicked stops the block (`StopOnPanic`); the schedule stays usable.
+        self.schedule.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Two roles in place of `parent` (None: the machine that is no role), the first to run
+    /// first with the block's state.
+    fn split(&self, parent: Option<usize>, block: BlockState<'m, 'a>) -> [usize; 2] {
+        let mut s = self.lock();
+        let ids = [s.roles.len(), s.roles.len() + 1];
+        for _ in ids {
+            s.roles.push(Role {
+                parent,
+                waiting: None,
+                children_left: 0,
+            });
+        }
+        match parent {
+            Some(p) => {
+                s.roles[p].children_left = 2;
+                let at = s.position(p);
+                s.order.splice(at..=at, ids);
+            }
+            None => s.order = ids.to_vec(),
+        }
+        s.block = Some(block);
+        s.running = Some(ids[0]);
+        self.turn.notify_all();
+        ids
+    }
+
+    /// Wait for role `id`'s turn; the block's state and whether the role was woken only to
+    /// report a deadlock.
+    fn wait_turn(
+        &self,
+        mut s: MutexGuard<'_, Schedule<'m, 'a>>,
+        id: usize,
+    ) -> Result<(BlockState<'m, 'a>, bool)> {
+        while s.running != Some(id) && !s.stopped {
+            s = self.turn.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+        if s.stopped {
+            return Err(stopped());
+        }
+        let block = s.block.take().expect("the baton comes with the block");
+        let deadlocked = std::mem::take(&mut s.deadlocked);
+        s.roles[id].waiting = None;
+        Ok((block, deadlocked))
+    }
+
+    fn acquire(&self, id: usize) -> Result<BlockState<'m, 'a>> {
+        let s = self.lock();
+        self.wait_turn(s, id).map(|(block, _)| block)
+    }
+
+    /// Role `id` waits for the phase of `parity` of the barrier at `key`; false when it was
+    /// woken because every role waits.
+    fn block_on(
+        &self,
+        id: usize,
+        key: BarrierKey,
+        parity: u32,
+        block: BlockState<'m, 'a>,
+    ) -> Result<(BlockState<'m, 'a>, bool)> {
+        let mut s = self.lock();
+        s.roles[id].waiting = Some((key, parity));
+        s.block = Some(block);
+        let after = s.position(id) + 1;
+        s.hand_on(after);
+        self.turn.notify_all();
+        let (block, deadlocked) = self.wait_turn(s, id)?;
+        Ok((block, !deadlocked))
+    }
+
+    /// Role `id` ended: with `result`, and `block` if it held the baton.
+    fn finish(&self, id: usize, block: BlockState<'m, 'a>, result: Result<()>) -> Result<()> {
+        let mut s = self.lock();
+        if s.running == Some(id) {
+            s.block = Some(block);
+            s.running = None;
+        }
+        if let Err(e) = result {
+            if !s.stopped {
+                s.failure = Some(e);
+                s.stopped = true;
+            }
+            self.turn.notify_all();
+            return Err(stopped());
+        }
+        let at = s.position(id);
+        s.order.remove(at);
+        if let Some(p) = s.roles[id].parent {
+            s.roles[p].children_left -= 1;
+            if s.roles[p].children_left == 0 {
+                s.order.insert(at, p);
+            }
+        }
+        s.hand_on(at);
+        self.turn.notify_all();
+        Ok(())
+    }
+
+    /// After roles started by the machine that is no role: the block's state and the first
+    /// error.
+    fn close(&self) -> (Option<BlockState<'m, 'a>>, Option<InterpError>) {
+        let mut s = self.lock();
+        (s.block.take(), s.failure.take())
+    }
+}
+
+impl Schedule<'_, '_> {
+    fn position(&self, id: usize) -> usize {
+        self.order
+            .iter()
+            .position(|&r| r == id)
+            .expect("live roles are in the order")
+    }
+
+    /// Give the baton to the first runnable role from position `start` on, cyclically; if every
+    /// role waits, to the first, to report its wait.
+    fn hand_on(&mut self, start: usize) {
+        let n = self.order.len();
+        let Some(block) = &self.block else {
+            return;
+        };
+        let runnable = (0..n).map(|i| self.order[(start + i) % n]).find(|&id| {
+            self.roles[id]
+                .waiting
+                .is_none_or(|(key, parity)| block.mbarriers.passed(key, parity))
+        });
+        match runnable {
+            Some(id) => self.running = Some(id),
+            None if n > 0 => {
+                self.running = Some(self.order[0]);
+                self.deadlocked = true;
+            }
+            None => {}
+        }
+    }
+}
+
+/// What a role returns when the block failed elsewhere: the scheduler holds the real error.
+fn stopped() -> InterpError {
+    InterpError::from(ErrorKind::Malformed {
+        what: "a role of a block that failed elsewhere".to_string(),
+    })
+}
+
+/// Stops the block if a role panics, so that the other roles do not wait for it forever.
+struct StopOnPanic<'s, 'm, 'a>(&'s Scheduler<'m, 'a>);
+
+impl Drop for StopOnPanic<'_, '_, '_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.lock().stopped = true;
+            self.0.turn.notify_all();
+        }
+    }
+}
+
+impl<'m, 'a> Machine<'m, 'a> {
+    /// Run the two sides of a warp-splitting `if` as roles; the threads that fall through.
+    pub(crate) fn run_roles(&mut self, sides: [(&'m Block, Mask); 2]) -> Result<Mask> {
+        let parent = self.role.as_ref().map(|seat| seat.id);
+        let scheduler = match &self.role {
+            Some(seat) => seat.scheduler.clone(),
+            None => Arc::new(Scheduler::new()),
+        };
+        let ids = scheduler.split(parent, self.take_block_state());
+        let roles = ids.map(|id| {
+            self.role_machine(Seat {
+                scheduler: scheduler.clone(),
+                id,
+            })
+        });
+        let outcomes: Vec<Result<Finished<'m, 'a>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = roles
+                .into_iter()
+                .zip(sides)
+                .map(|(role, (body, threads))| {
+                    std::thread::Builder::new()
+                        .stack_size(ROLE_STACK_BYTES)
+                        .spawn_scoped(scope, move || role.run_role(body, threads))
+                        .expect("the OS starts a thread for a role")
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+        if parent.is_none() {
+            let (block, failure) = scheduler.close();
+            self.put_block_state(block.expect("the role that ends last hands the block back"));
+            if let Some(e) = failure {
+                return Err(e);
+            }
+        }
+        let finished = outcomes.into_iter().collect::<Result<Vec<_>>>()?;
+        if let Some(id) = parent {
+            let block = scheduler.acquire(id)?;
+            self.put_block_state(block);
+        }
+        Ok(self.merge_roles(finished))
+    }
+
+    /// Run a role's side for `threads` once it gets the baton.
+    fn run_role(mut self, body: &'m Block, threads: Mask) -> Result<Finished<'m, 'a>> {
+        let seat = self.role.clone().expect("a role machine has a seat");
+        let _stop = StopOnPanic(&seat.scheduler);
+        let block = seat.scheduler.acquire(seat.id)?;
+        self.put_block_state(block);
+        let mut fell_through = threads.clone();
+        let result = self.exec_block(body, &mut fell_through);
+        let block = self.take_block_state();
+        seat.scheduler.finish(seat.id, block, result)?;
+        Ok(Finished {
+            machine: self,
+            threads,
+            fell_through,
+        })
+    }
+
+    /// As a role: wait until the phase of `parity` of the barrier at `key` completes, while
+    /// other roles run. False when it never will: in lock step, or when every role waits.
+    pub(crate) fn suspend(&mut self, key: BarrierKey, parity: u32) -> Result<bool> {
+        let Some(seat) = self.role.clone() else {
+            return Ok(false);
+        };
+        let block = self.take_block_state();
+        let (block, completed) = seat.scheduler.block_on(seat.id, key, parity, block)?;
+        self.put_block_state(block);
+        Ok(completed)
+    }
+}
