@@ -150,7 +150,7 @@ const ROLE_STACK_BYTES: usize = 32 << 20;
 #[derive(Clone)]
 pub(crate) struct Seat<'m, 'a> {
     scheduler: Arc<Scheduler<'m, 'a>>,
-    pub id: usize,
+    id: usize,
 }
 
 /// Who runs: one role at a time, holding the baton.

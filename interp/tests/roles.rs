@@ -38,6 +38,7 @@ kernel ring_sum<STAGES: u32 = 2>(x: global [f32], out: global mut [f32], n: u32)
     } else {
         CONSUMERS
     }
+    AFTER
 }";
 
 /// One thread expects each slice's bytes and loads it by TMA.
@@ -80,10 +81,20 @@ fn nested_consumers() -> String {
 }
 
 fn compile(produce: &str, consumers: &str, stages: u32) -> Compilation {
-    let full_count = if produce == PRODUCE_TMA { "1" } else { "32" };
+    compile_with_after(produce, consumers, "", stages)
+}
+
+/// The kernel with `after` following the roles' `if`.
+fn compile_with_after(produce: &str, consumers: &str, after: &str, stages: u32) -> Compilation {
+    let full_count = if produce.contains("tma_load") {
+        "1"
+    } else {
+        "32"
+    };
     let text = RING
         .replace("PRODUCE", produce)
         .replace("CONSUMERS", consumers)
+        .replace("AFTER", after)
         .replace("FULL_COUNT", full_count);
     let defines = [("STAGES".to_string(), stages.to_string())];
     zinc_dsl::compile_source("roles.tile", &text, &defines, &|_| None)
@@ -109,15 +120,23 @@ fn run(c: &Compilation, n: usize) -> (Vec<f32>, Result<Vec<f32>, InterpError>) {
 }
 
 fn check_sums(produce: &str, consumers: &str, stages: u32, n: usize) {
-    let c = compile(produce, consumers, stages);
-    let (x, out) = run(&c, n);
+    check_sums_after(&compile(produce, consumers, stages), stages, n, 0.0);
+}
+
+/// Each output is the thread's sum of products, plus `extra`.
+fn check_sums_after(c: &Compilation, stages: u32, n: usize, extra: f32) {
+    let (x, out) = run(c, n);
     let out = out.unwrap_or_else(|e| panic!("{stages} stages, {n} slices: {e}"));
     for (t, got) in out.iter().enumerate() {
         let mut want = 0.0f32;
         for s in 0..n {
             want += x[s * 128 + t] * x[s * 128 + 127 - t];
         }
-        assert_eq!(*got, want, "{stages} stages, {n} slices: thread {t}");
+        assert_eq!(
+            *got,
+            want + extra,
+            "{stages} stages, {n} slices: thread {t}"
+        );
     }
 }
 
@@ -144,6 +163,16 @@ fn storing_producer_warp_feeds_consumer_warps_through_the_ring() {
 fn consumer_roles_nest_and_wait_in_functions() {
     check_sums(PRODUCE_TMA, &nested_consumers(), 2, 9);
     check_sums(PRODUCE_STORES, &nested_consumers(), 3, 8);
+}
+
+/// The producer warp returns when done; after the roles the consumers go on together, and a
+/// block barrier waits for them alone.
+#[test]
+fn threads_go_on_together_after_the_roles() {
+    let returning = format!("{PRODUCE_TMA}\n        return;");
+    let after = "barrier();\n    out[thread.x] += 1.0;";
+    let c = compile_with_after(&returning, CONSUME, after, 2);
+    check_sums_after(&c, 2, 5, 1.0);
 }
 
 /// Consumers that release a slot before reading it: the refill is not ordered after the read.
