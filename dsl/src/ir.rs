@@ -743,6 +743,13 @@ pub enum Builtin {
     WgmmaCommit,
     /// `[]`: wait until at most `.0` of the warpgroup's groups are in flight. Void.
     WgmmaWait(u8),
+    /// `[]`: `setmaxnreg.inc` (`increase`) or `setmaxnreg.dec`: the warpgroup's registers per
+    /// thread become `regs` (24 to 256, a multiple of 8), so that a producer warpgroup can hand
+    /// its registers to the consumers of a block whose size would cap theirs. Void; sm_90a only.
+    SetMaxNReg {
+        increase: bool,
+        regs: u16,
+    },
     /// `[]`: `fence.proxy.async.shared::cta`: this thread's earlier shared-memory writes (plain
     /// stores, cp.async) become visible to the async proxy, through which `Wgmma` reads B. Void;
     /// Hopper only, built for sm_90a with the wgmma kernels.
@@ -774,30 +781,39 @@ pub fn needs_sm90a(m: &Module, f: &Function) -> bool {
     if matches!(&f.kind, FunctionKind::Kernel(l) if !l.tensor_maps.is_empty()) {
         return true;
     }
+    uses_builtin(m, f, &|b| {
+        matches!(
+            b,
+            Builtin::Wgmma { .. }
+                | Builtin::WgmmaFence
+                | Builtin::WgmmaCommit
+                | Builtin::SetMaxNReg { .. }
+                | Builtin::WgmmaWait(_)
+                | Builtin::FenceProxyAsync
+                | Builtin::MbarrierInit
+                | Builtin::MbarrierExpectTx
+                | Builtin::MbarrierArrive
+                | Builtin::MbarrierWait
+                | Builtin::TmaLoad
+        )
+    })
+}
+
+/// Whether function `f` of module `m` uses a builtin for which `wanted` holds, itself or in a
+/// device function it calls.
+pub fn uses_builtin(m: &Module, f: &Function, wanted: &dyn Fn(&Builtin) -> bool) -> bool {
     let mut found = false;
     let mut calls = Vec::new();
     let mut body = f.body.clone();
     for_each_expr_mut(&mut body, &mut |x| match &x.kind {
-        ExprKind::Builtin(
-            Builtin::Wgmma { .. }
-            | Builtin::WgmmaFence
-            | Builtin::WgmmaCommit
-            | Builtin::WgmmaWait(_)
-            | Builtin::FenceProxyAsync
-            | Builtin::MbarrierInit
-            | Builtin::MbarrierExpectTx
-            | Builtin::MbarrierArrive
-            | Builtin::MbarrierWait
-            | Builtin::TmaLoad,
-            _,
-        ) => found = true,
+        ExprKind::Builtin(b, _) => found |= wanted(b),
         ExprKind::Call(id, _) => calls.push(*id),
         _ => {}
     });
     found
         || calls
             .iter()
-            .any(|id| needs_sm90a(m, &m.functions[id.0 as usize]))
+            .any(|id| uses_builtin(m, &m.functions[id.0 as usize], wanted))
 }
 
 /// Whether evaluating `e` does more than compute a value (calls, warp operations, atomics,

@@ -415,6 +415,10 @@ fn builtin(b: Builtin) -> String {
             return format!("wgmma<acc=v{}, first={first}, n={n}>", acc.0)
         }
         Builtin::WgmmaFence => "wgmma_fence",
+        Builtin::SetMaxNReg { increase, regs } => {
+            let way = if increase { "inc" } else { "dec" };
+            return format!("setmaxnreg_{way}<{regs}>");
+        }
         Builtin::WgmmaCommit => "wgmma_commit",
         Builtin::WgmmaWait(n) => return format!("wgmma_wait<{n}>"),
         Builtin::FenceProxyAsync => "fence_proxy_async",

@@ -1049,3 +1049,29 @@ fn tensor_maps_pass_to_functions() {
         fails(fns, "", message);
     }
 }
+
+#[test]
+fn setmaxnreg_takes_a_constant_register_count() {
+    let kernel = |body: &str| {
+        format!("kernel k(y: global mut [u32]) grid(1) block(256) {{ {body} y[thread.x] = 1; }}")
+    };
+    let m = compile_with(
+        &kernel("setmaxnreg_dec(40); setmaxnreg_inc(232);"),
+        &[],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let printed = print_ir(&m);
+    assert!(
+        printed.contains("setmaxnreg_dec<40>") && printed.contains("setmaxnreg_inc<232>"),
+        "{printed}"
+    );
+    for (bad, why) in [
+        ("setmaxnreg_inc(236);", "not a multiple of 8"),
+        ("setmaxnreg_inc(16);", "24 to 256"),
+        ("setmaxnreg_dec(thread.x);", "24 to 256"),
+    ] {
+        let err = compile_with(&kernel(bad), &[], &[]).unwrap_err();
+        assert!(err.contains(why), "{bad}: {err}");
+    }
+}

@@ -119,6 +119,8 @@ impl<'m> Machine<'m, '_> {
                 }
                 Ok(vec![UNSET; self.threads])
             }
+            // Register budgets are the GPU's business: nothing to do here.
+            Builtin::SetMaxNReg { .. } => Ok(vec![UNSET; self.threads]),
             Builtin::MbarrierInit => self.mbarrier_init(&vals, mask, e),
             Builtin::MbarrierExpectTx => self.mbarrier_expect_tx(&vals, mask, e),
             Builtin::MbarrierArrive => self.mbarrier_arrive(&vals, mask, e),

@@ -207,6 +207,15 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 self.call_intrinsic(name, &[], &args, span)?;
                 return Ok(None);
             }
+            Builtin::SetMaxNReg { increase, regs } => {
+                let name = match increase {
+                    true => "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32",
+                    false => "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32",
+                };
+                let regs = self.ctx.i32_type().const_int(u64::from(regs), false);
+                self.call_intrinsic(name, &[], &[regs.into()], span)?;
+                return Ok(None);
+            }
             Builtin::Dp4a { unsigned_a } => {
                 arity(3)?;
                 let name = match unsigned_a {

@@ -65,7 +65,7 @@ pub(crate) fn lower_module<'ctx>(
     let fns: Vec<FunctionValue<'ctx>> = ir
         .functions
         .iter()
-        .map(|f| declare(ctx, module, &types, f))
+        .map(|f| declare(ctx, module, ir, &types, f))
         .collect();
     let mut diags = vec![];
     let mut kernels = vec![];
@@ -141,6 +141,7 @@ fn fn_type<'ctx>(
 fn declare<'ctx>(
     ctx: &'ctx Context,
     module: &Module<'ctx>,
+    ir_module: &ir::Module,
     types: &Types<'ctx>,
     f: &Function,
 ) -> FunctionValue<'ctx> {
@@ -164,6 +165,14 @@ fn declare<'ctx>(
             // LLVM 22 reads launch bounds from this attribute and prints `.maxntid x, y, z`.
             let bound = ctx.create_string_attribute("nvvm.maxntid", &format!("{x},{y},{z}"));
             llfn.add_attribute(AttributeLoc::Function, bound);
+            // ptxas ignores `setmaxnreg` unless it knows the registers at entry: with one
+            // block per SM (`.minnctapersm 1`) they are 64 K over the block's warpgroups.
+            if ir::uses_builtin(ir_module, f, &|b| {
+                matches!(b, ir::Builtin::SetMaxNReg { .. })
+            }) {
+                let one = ctx.create_string_attribute("nvvm.minctasm", "1");
+                llfn.add_attribute(AttributeLoc::Function, one);
+            }
             // `byval` in the param space, 64-byte aligned as the driver wants it, and a grid
             // constant so that its address (cvta.param) reaches TMA without a local copy.
             let map_ty = ctx.i64_type().array_type(16);

@@ -1,6 +1,6 @@
 //! Tensor maps, mbarriers and TMA copies: the kernel's by-value map parameters, the PTX
 //! instructions, the manifest entry, ptxas acceptance and the SASS (UTMALDG), maps passed to
-//! device functions, and the error for archs other than sm_90a.
+//! device functions, the error for archs other than sm_90a, plain arrivals and register budgets.
 
 use super::ptxas::sass_of;
 use zinc_codegen::{compile, Emit, Options};
@@ -204,5 +204,35 @@ kernel release(y: global mut [u32]) grid(1) block(128) {
     assert!(
         sass.contains("SYNCS.ARRIVE"),
         "no arrival in the SASS:\n{sass}"
+    );
+}
+
+/// A producer warpgroup handing registers to the consumers: `setmaxnreg` with the counts as
+/// immediates, which ptxas takes.
+#[test]
+fn register_budgets_move_between_warpgroups() {
+    let source = "
+kernel split(y: global mut [u32]) grid(1) block(384) {
+    if shfl_idx(thread.x / 128, 0) == 2 {
+        setmaxnreg_dec(40);
+    } else {
+        setmaxnreg_inc(232);
+    }
+    y[thread.x] = thread.x;
+}";
+    let (ptx, _) = build_source(source, "sm_90a", 3).unwrap();
+    let ptx_words = ptx.split_whitespace().collect::<Vec<_>>().join(" ");
+    for needle in [
+        "setmaxnreg.dec.sync.aligned.u32 40;",
+        "setmaxnreg.inc.sync.aligned.u32 232;",
+        // Else ptxas does not know the registers at entry and drops both (C7508).
+        ".minnctapersm 1",
+    ] {
+        assert!(ptx_words.contains(needle), "missing `{needle}` in:\n{ptx}");
+    }
+    let sass = assemble(&ptx, "setmaxnreg");
+    assert!(
+        sass.contains("USETMAXREG"),
+        "no register budget change in the SASS:\n{sass}"
     );
 }

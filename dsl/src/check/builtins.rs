@@ -42,6 +42,9 @@ pub enum Name {
     WgmmaFence,
     WgmmaCommit,
     WgmmaWait,
+    SetMaxNReg {
+        increase: bool,
+    },
     FenceProxyAsync,
     MbarrierInit,
     MbarrierExpectTx,
@@ -104,6 +107,8 @@ const TABLE: &[(&str, Name)] = &[
     ("wgmma_fence", Name::WgmmaFence),
     ("wgmma_commit", Name::WgmmaCommit),
     ("wgmma_wait", Name::WgmmaWait),
+    ("setmaxnreg_inc", Name::SetMaxNReg { increase: true }),
+    ("setmaxnreg_dec", Name::SetMaxNReg { increase: false }),
     ("fence_proxy_async", Name::FenceProxyAsync),
     ("mbarrier_init", Name::MbarrierInit),
     ("mbarrier_expect_tx", Name::MbarrierExpectTx),
@@ -539,6 +544,27 @@ impl FnCx<'_, '_> {
                     span,
                 );
                 Err(self.error(d))
+            }
+            Name::SetMaxNReg { increase } => {
+                self.arity(name, args, 1, span)?;
+                let what = "the registers per thread of `setmaxnreg` (24 to 256, a multiple of 8)";
+                let regs = self.const_int(&args[0], Scalar::U32, what, 24..=256)?;
+                if regs % 8 != 0 {
+                    let d =
+                        Diagnostic::error(format!("{what}: {regs} is not a multiple of 8"), span);
+                    return Err(self.error(d));
+                }
+                Ok(mk(
+                    ir::ExprKind::Builtin(
+                        Builtin::SetMaxNReg {
+                            increase,
+                            regs: regs as u16,
+                        },
+                        vec![],
+                    ),
+                    Type::Void,
+                    span,
+                ))
             }
             Name::WgmmaWait => {
                 self.arity(name, args, 1, span)?;
