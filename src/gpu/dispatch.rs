@@ -293,7 +293,8 @@ const WGMMA_SMS: usize = 132;
 /// tokens where that makes a block per SM (T=512 N=14336 K=4096: 102.0 us), the same with K split
 /// in two where the split does and K is long (T=512 N=4096 K=14336: 100.9). Below that, one
 /// warpgroup on 256 tokens with a 5-deep ring where its twice as many blocks fill exactly one
-/// wave (T=512 N=4096 K=4096, 128 blocks: 31.0 against 46.2 for two warpgroups), two warpgroups
+/// wave (T=512 N=4096 K=4096, 128 blocks: 31.0 against 46.2 for two warpgroups), fed by a
+/// producer warp (29.8: session 11; the two-warpgroup tiles gained nothing from one), two warpgroups
 /// where one warpgroup's blocks would need a second wave (one partial wave of 64 to 96 blocks
 /// takes 45-47 us at K=4096 and T=512, against 55 for one warpgroup's 144 to 192), one
 /// warpgroup with K split where even that leaves SMs idle (T=512 N=1024 K=4096: 27.2). Short
@@ -313,7 +314,7 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     } else if narrow > WGMMA_SMS {
         "BT=256"
     } else if narrow >= FULL_GRID || k < 512 {
-        "WG=1,BT=256,STAGES=5"
+        "WG=1,BT=256,STAGES=5,PRODUCER=1"
     } else {
         "WG=1,BT=256,SPLITK=2"
     };
@@ -511,9 +512,9 @@ mod tests {
         assert_eq!(tiles(512, 6144, 4096), "BT=256");
         assert_eq!(tiles(512, 4608, 4096), "BT=256");
         assert_eq!(tiles(1024, 2560, 4096), "BT=256");
-        assert_eq!(tiles(512, 4096, 4096), "WG=1,BT=256,STAGES=5");
+        assert_eq!(tiles(512, 4096, 4096), "WG=1,BT=256,STAGES=5,PRODUCER=1");
         assert_eq!(tiles(512, 1024, 4096), "WG=1,BT=256,SPLITK=2");
-        assert_eq!(tiles(200, 4096, 256), "WG=1,BT=256,STAGES=5");
+        assert_eq!(tiles(200, 4096, 256), "WG=1,BT=256,STAGES=5,PRODUCER=1");
         assert_eq!(tiles(100, 4096, 4096), "WG=1,BT=64");
         assert_eq!(tiles(100, 14336, 4096), "WG=1,BT=128");
         assert_eq!(tiles(9, 14336, 4096), "WG=1,BT=64");
