@@ -500,6 +500,30 @@ mod tests {
         }
     }
 
+    /// gemm_wg's producer (kernels/gemm_wg.tile) issues TMA copies only, and refills the weight
+    /// ring safely only with at most 6 stages; the language cannot say so, the list must.
+    #[test]
+    fn producer_variants_keep_tma_and_at_most_six_stages() {
+        let listed = crate::variants::parse(include_str!("../../kernels/variants.txt")).unwrap();
+        let producers: Vec<_> = listed
+            .iter()
+            .filter(|v| v.family == "gemm_wg" && v.defines.contains("PRODUCER=1"))
+            .collect();
+        assert!(!producers.is_empty());
+        for v in producers {
+            let pairs = v.define_pairs();
+            let value = |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, x)| x.as_str())
+            };
+            assert_ne!(value("TMA"), Some("0"), "line {}", v.line);
+            let stages: u32 = value("STAGES").unwrap_or("4").parse().unwrap();
+            assert!(stages <= 6, "line {}: STAGES={stages}", v.line);
+        }
+    }
+
     #[test]
     fn wgmma_tiles_follow_the_batch_and_the_grid() {
         let tiles = |t, n, k| {
