@@ -1,13 +1,13 @@
 //! A CPU interpreter for zinc's typed IR, so that kernel results can be checked without a GPU
 //! (like Triton's interpreter mode).
 //!
-//! The blocks of a launch run one after another; within a block every thread walks the IR in
-//! lock step under an active mask (SIMT), so barriers, shuffles and votes see exactly the threads
-//! that reach them. The exception is warp specialization: an `if` that splits the active threads
-//! along warp boundaries, with an `mbarrier_wait` on either side, runs its sides as independent
-//! roles (each in lock step), one at a time, switching when the running role waits for an
-//! mbarrier phase that has not completed, as the producer and consumer warps of a TMA ring run on
-//! the GPU (see the `roles` module). Besides computing results it catches what the GPU would silently get wrong:
+//! The blocks of a launch run one after another; within a block every thread walks the IR in lock
+//! step under an active mask (SIMT), so barriers, shuffles and votes see exactly the threads that
+//! reach them. The exception is warp specialization: an `if` that splits the active threads along
+//! warp boundaries, with an `mbarrier_wait` on either side, runs its sides as independent roles
+//! (each in lock step), one at a time, switching when the running role waits for an mbarrier phase
+//! that has not completed, as the producer and consumer warps of a TMA ring run on the GPU (see the
+//! `roles` module). Besides computing results it catches what the GPU would silently get wrong:
 //! out-of-bounds accesses, barriers in divergent code, warp operations by part of a warp, and
 //! shared-memory data races within one barrier interval. Shared memory starts each block filled
 //! with all-ones bytes (NaN in every float type), so reads of unwritten shared memory show.

@@ -289,16 +289,16 @@ const WGMMA_SMS: usize = 132;
 
 /// gemm_wg's tiles (`kernel` is gemm_q4k_wg, gemm_q5k_wg or gemm_q6k_wg; Q6_K's tune agreed with
 /// Q4_K's choices at every anchor, Q5_K takes them untuned) for a `t` x `n` x `k` product, the
-/// H200's fastest (docs/PERF.md, sessions 6 and 8). Two warpgroups (128 weight rows) on 256
-/// tokens where that makes a block per SM (T=512 N=14336 K=4096: 102.0 us), the same with K split
-/// in two where the split does and K is long (T=512 N=4096 K=14336: 100.9). Below that, one
-/// warpgroup on 256 tokens with a 5-deep ring where its twice as many blocks fill exactly one
-/// wave (T=512 N=4096 K=4096, 128 blocks: 31.0 against 46.2 for two warpgroups), fed by a
-/// producer warp (29.8: session 11; the two-warpgroup tiles gained nothing from one), two warpgroups
-/// where one warpgroup's blocks would need a second wave (one partial wave of 64 to 96 blocks
-/// takes 45-47 us at K=4096 and T=512, against 55 for one warpgroup's 144 to 192), one
-/// warpgroup with K split where even that leaves SMs idle (T=512 N=1024 K=4096: 27.2). Short
-/// batches take one warpgroup on the smallest tile that holds them.
+/// H200's fastest (docs/PERF.md, sessions 6 and 8). Two warpgroups (128 weight rows) on 256 tokens
+/// where that makes a block per SM (T=512 N=14336 K=4096: 102.0 us), the same with K split in two
+/// where the split does and K is long (T=512 N=4096 K=14336: 100.9). Below that, one warpgroup on
+/// 256 tokens with a 5-deep ring where its twice as many blocks fill exactly one wave (T=512 N=4096
+/// K=4096, 128 blocks: 31.0 against 46.2 for two warpgroups), fed by a producer warp (29.8: session
+/// 11; the two-warpgroup tiles gained nothing from one), two warpgroups where one warpgroup's
+/// blocks would need a second wave (one partial wave of 64 to 96 blocks takes 45-47 us at K=4096
+/// and T=512, against 55 for one warpgroup's 144 to 192), one warpgroup with K split where even
+/// that leaves SMs idle (T=512 N=1024 K=4096: 27.2). Short batches take one warpgroup on the
+/// smallest tile that holds them.
 fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     let blocks = |rows: usize, tokens: usize| t.div_ceil(tokens) * n.div_ceil(rows);
     let (wide, narrow) = (blocks(128, 256), blocks(64, 256));
