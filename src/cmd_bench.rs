@@ -3,7 +3,8 @@
 //!
 //! Each figure is the median of many CUDA-event timings after warm-up. Every run reads a different
 //! copy of its inputs, from enough copies that together they exceed twice the L2, so no run finds
-//! its inputs cached by the previous one. GEMMs are compared with cuBLAS fp16 at the same shape,
+//! its inputs cached by the previous one. GEMMs are compared with cuBLAS fp16 at the same shape
+//! (f16 output; those writing f32 also with cuBLAS writing f32, the same output bytes),
 //! memory-bound kernels with a device-to-device copy moving the same number of bytes.
 
 use crate::gpu::dispatch::{TuneEntry, TuneTable};
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use zinc_runtime::half::f16;
-use zinc_runtime::{time_median_ms, Blas, DeviceBuffer, RuntimeError, Stream};
+use zinc_runtime::{time_median_ms, Blas, DeviceBuffer, GemmOutput, RuntimeError, Stream};
 
 use crate::harness::{self, DeviceCase, ElemBuf, HostCase, LastCase};
 use crate::registry::Registry;
@@ -74,6 +75,10 @@ struct Row {
     baseline_rate: Option<f64>,
     /// Baseline time over kernel time: above 1, the kernel is faster.
     ratio: Option<f64>,
+    /// GEMMs with an f32 output: cuBLAS's time writing f32 too (its baseline writes f16, half
+    /// the output bytes), and that time over the kernel's.
+    f32_out_us: Option<f64>,
+    f32_out_ratio: Option<f64>,
     error: Option<String>,
 }
 
@@ -96,7 +101,8 @@ struct Timed {
 /// Baselines are shared by the kernels and variants that need the same one.
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum BaselineKey {
-    Gemm(Vec<usize>),
+    /// The shape, and whether cuBLAS writes f32 (else f16).
+    Gemm(Vec<usize>, bool),
     CopyBytes(u64),
 }
 
@@ -195,6 +201,10 @@ impl Bench {
     fn row(&mut self, name: &str, spec: &Spec, shape: &Shape, host: &HostCase) -> Row {
         let kernel = self.time_kernel(name, spec, shape, host);
         let baseline = self.baseline(spec, shape, &host.inputs);
+        let f32_out = (spec.baseline() == Baseline::CublasF16
+            && spec.output_elems().first() == Some(&Elem::F32))
+        .then(|| self.cached_baseline(BaselineKey::Gemm(shape.0.clone(), true), &host.inputs))
+        .and_then(Result::ok);
         let (unit, work) = match spec.cost(shape) {
             // Integer GEMMs: tera-operations (the same 2 T N K count as the f16 baseline's).
             Cost::Flops(f) if spec.input == Elem::I8 => ("TOPS", f / 1e12),
@@ -224,6 +234,8 @@ impl Bench {
             baseline_us: baseline.map(|t| t.us),
             baseline_rate: baseline.as_ref().map(rate),
             ratio: kernel.zip(baseline).map(|(k, b)| b.us / k.us),
+            f32_out_us: f32_out.map(|t| t.us),
+            f32_out_ratio: kernel.zip(f32_out).map(|(k, b)| b.us / k.us),
             error,
         }
     }
@@ -268,15 +280,20 @@ impl Bench {
         inputs: &[Vec<f32>],
     ) -> Result<Timed, String> {
         let key = match (spec.baseline(), spec.cost(shape)) {
-            (Baseline::CublasF16, _) => BaselineKey::Gemm(shape.0.clone()),
+            (Baseline::CublasF16, _) => BaselineKey::Gemm(shape.0.clone(), false),
             (Baseline::Copy, Cost::Bytes(b)) => BaselineKey::CopyBytes(b as u64),
             (Baseline::Copy, Cost::Flops(_)) => BaselineKey::CopyBytes(spec.traffic(shape) as u64),
         };
+        self.cached_baseline(key, inputs)
+    }
+
+    fn cached_baseline(&mut self, key: BaselineKey, inputs: &[Vec<f32>]) -> Result<Timed, String> {
         if let Some(timed) = self.baselines.get(&key) {
             return timed.clone();
         }
         let timed = match &key {
-            BaselineKey::Gemm(dims) => self.time_cublas(dims, inputs),
+            BaselineKey::Gemm(dims, false) => self.time_cublas::<f16>(dims, inputs),
+            BaselineKey::Gemm(dims, true) => self.time_cublas::<f32>(dims, inputs),
             BaselineKey::CopyBytes(bytes) => self.time_copy(*bytes as usize),
         }
         .map_err(|e| format!("{e:#}"));
@@ -284,10 +301,10 @@ impl Bench {
         timed
     }
 
-    /// cuBLAS fp16 `Y[T][N] = X[T][K] · W[N][K]^T` with f16 output, on the kernel's inputs.
-    /// It writes half the output bytes of gemm_simt, gemm_f16 (f32 Y) and gemm_s8 (i32 Y), and
-    /// reads twice gemm_s8's input bytes: negligible next to the work at the anchor shapes.
-    fn time_cublas(&mut self, dims: &[usize], inputs: &[Vec<f32>]) -> Result<Timed> {
+    /// cuBLAS fp16 `Y[T][N] = X[T][K] · W[N][K]^T` with output Y (f16 or f32), on the kernel's
+    /// inputs. With f16 it writes half the output bytes of the f32-output GEMMs: 3-5% of their
+    /// time at T = 512 on the H200 (docs/PERF.md, session 12), hence the second, f32 baseline.
+    fn time_cublas<Y: GemmOutput>(&mut self, dims: &[usize], inputs: &[Vec<f32>]) -> Result<Timed> {
         let [t, n, k] = dims.try_into().context("a GEMM shape is T x N x K")?;
         let blas = match self.blas.take() {
             Some(blas) => blas,
@@ -303,10 +320,10 @@ impl Bench {
                 Ok((
                     stream.upload(&x)?,
                     stream.upload(&w)?,
-                    stream.alloc::<f16>(t * n)?,
+                    stream.alloc::<Y>(t * n)?,
                 ))
             })
-            .collect::<Result<Vec<(DeviceBuffer<f16>, DeviceBuffer<f16>, DeviceBuffer<f16>)>>>()?;
+            .collect::<Result<Vec<(DeviceBuffer<f16>, DeviceBuffer<f16>, DeviceBuffer<Y>)>>>()?;
         let us = time_rotating(stream, sets, |i| {
             let (x, w, y) = &mut buffers[i];
             blas.gemm_f16(t, n, k, x, w, y)
@@ -401,7 +418,7 @@ fn fastest_variants(rows: &[Row]) -> Vec<Fastest> {
     best
 }
 
-const COLUMNS: [&str; 9] = [
+const COLUMNS: [&str; 10] = [
     "kernel",
     "shape",
     "median us",
@@ -411,19 +428,21 @@ const COLUMNS: [&str; 9] = [
     "base us",
     "base rate",
     "vs base",
+    "vs f32 out",
 ];
 
 fn print_header() {
-    let [a, b, c, d, e, f, g, h, i] = COLUMNS;
-    println!("{a:<24} {b:<24} {c:>11} {d:>9} {e:<8} {f:<10} {g:>11} {h:>9} {i:>8}");
+    let [a, b, c, d, e, f, g, h, i, j] = COLUMNS;
+    println!("{a:<24} {b:<24} {c:>11} {d:>9} {e:<8} {f:<10} {g:>11} {h:>9} {i:>8} {j:>10}");
 }
 
 /// Printed as soon as measured, so progress shows.
 fn print_row(row: &Row) {
     let opt =
         |v: Option<f64>, prec: usize| v.map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"));
+    let times = |r: Option<f64>| r.map_or_else(|| "-".to_string(), |r| format!("{r:.3}x"));
     println!(
-        "{:<24} {:<24} {:>11} {:>9} {:<8} {:<10} {:>11} {:>9} {:>8}{}",
+        "{:<24} {:<24} {:>11} {:>9} {:<8} {:<10} {:>11} {:>9} {:>8} {:>10}{}",
         row.kernel,
         row.shape_desc,
         opt(row.median_us, 1),
@@ -432,8 +451,8 @@ fn print_row(row: &Row) {
         row.baseline,
         opt(row.baseline_us, 1),
         opt(row.baseline_rate, 1),
-        row.ratio
-            .map_or_else(|| "-".to_string(), |r| format!("{r:.3}x")),
+        times(row.ratio),
+        times(row.f32_out_ratio),
         row.error
             .as_ref()
             .map_or_else(String::new, |e| format!("  ERROR: {e}")),
@@ -478,6 +497,8 @@ mod tests {
             baseline_us: None,
             baseline_rate: None,
             ratio: None,
+            f32_out_us: None,
+            f32_out_ratio: None,
             error: None,
         }
     }

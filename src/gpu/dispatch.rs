@@ -287,34 +287,41 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
 /// SMs of the GPUs that run gemm_wg (sm_90a: H100 SXM and H200; an H100 PCIe has 114).
 const WGMMA_SMS: usize = 132;
 
-/// gemm_wg's tiles (`kernel` is gemm_q4k_wg, gemm_q5k_wg or gemm_q6k_wg; Q6_K's tune agreed with
-/// Q4_K's choices at every anchor, Q5_K takes them untuned) for a `t` x `n` x `k` product, the
-/// H200's fastest (docs/PERF.md, sessions 6 and 8). Two warpgroups (128 weight rows) on 256 tokens
-/// where that makes a block per SM (T=512 N=14336 K=4096: 102.0 us), the same with K split in two
-/// where the split does and K is long (T=512 N=4096 K=14336: 100.9). Below that, one warpgroup on
-/// 256 tokens with a 5-deep ring where its twice as many blocks fill exactly one wave (T=512 N=4096
-/// K=4096, 128 blocks: 31.0 against 46.2 for two warpgroups), fed by a producer warp (29.8: session
-/// 11; the two-warpgroup tiles gained nothing from one), two warpgroups where one warpgroup's
-/// blocks would need a second wave (one partial wave of 64 to 96 blocks takes 45-47 us at K=4096
-/// and T=512, against 55 for one warpgroup's 144 to 192), one warpgroup with K split where even
-/// that leaves SMs idle (T=512 N=1024 K=4096: 27.2). Short batches take one warpgroup on the
-/// smallest tile that holds them.
+/// gemm_wg's tiles (`kernel` is gemm_q4k_wg, gemm_q5k_wg, gemm_q6k_wg or gemm_q8_0_wg; Q6_K's tune
+/// agreed with Q4_K's choices at every anchor) for a `t` x `n` x `k` product, the H200's fastest
+/// (docs/PERF.md, sessions 6 and 8). Two warpgroups (128 weight rows) on 256 tokens where that
+/// makes a block per SM (T=512 N=14336 K=4096: 102.0 us), the same with K split in two where the
+/// split does and K is long (T=512 N=4096 K=14336: 100.9). Below that, one warpgroup on 256 tokens
+/// with a 5-deep ring where its twice as many blocks fill exactly one wave (T=512 N=4096 K=4096,
+/// 128 blocks: 31.0 against 46.2 for two warpgroups), fed by a producer warp (29.8: session 11) and
+/// sharing the chunk scales within row groups (29.2: session 12), two warpgroups where one
+/// warpgroup's blocks would need a second wave (one partial wave of 64 to 96 blocks takes 45-47 us
+/// at K=4096 and T=512, against 55 for one warpgroup's 144 to 192), one warpgroup with K split
+/// where even that leaves SMs idle (T=512 N=1024 K=4096: 27.2). Short batches take one warpgroup on
+/// the smallest tile that holds them. Q5_K's two-warpgroup tiles take a producer warpgroup, which
+/// gains it 3-7% (its decode is the longest; Q4_K and Q8_0 gained nothing, Q6_K -3 to +4%: session
+/// 12).
 fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     let blocks = |rows: usize, tokens: usize| t.div_ceil(tokens) * n.div_ceil(rows);
     let (wide, narrow) = (blocks(128, 256), blocks(64, 256));
+    let producer = if kernel == "gemm_q5k_wg" {
+        ",PRODUCER=1"
+    } else {
+        ""
+    };
     let variant = if t <= 128 {
         match t <= 64 || blocks(64, 128) < FULL_GRID {
             true => "WG=1,BT=64",
             false => "WG=1,BT=128",
         }
     } else if wide >= FULL_GRID {
-        "BT=256"
+        return format!("{kernel}@BT=256{producer}");
     } else if 2 * wide >= FULL_GRID && k >= 8192 {
-        "BT=256,SPLITK=2"
+        return format!("{kernel}@BT=256,SPLITK=2{producer}");
     } else if narrow > WGMMA_SMS {
-        "BT=256"
+        return format!("{kernel}@BT=256{producer}");
     } else if narrow >= FULL_GRID || k < 512 {
-        "WG=1,BT=256,STAGES=5,PRODUCER=1"
+        "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"
     } else {
         "WG=1,BT=256,SPLITK=2"
     };
@@ -536,16 +543,22 @@ mod tests {
         assert_eq!(tiles(512, 6144, 4096), "BT=256");
         assert_eq!(tiles(512, 4608, 4096), "BT=256");
         assert_eq!(tiles(1024, 2560, 4096), "BT=256");
-        assert_eq!(tiles(512, 4096, 4096), "WG=1,BT=256,STAGES=5,PRODUCER=1");
+        assert_eq!(
+            tiles(512, 4096, 4096),
+            "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"
+        );
         assert_eq!(tiles(512, 1024, 4096), "WG=1,BT=256,SPLITK=2");
-        assert_eq!(tiles(200, 4096, 256), "WG=1,BT=256,STAGES=5,PRODUCER=1");
+        assert_eq!(
+            tiles(200, 4096, 256),
+            "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"
+        );
         assert_eq!(tiles(100, 4096, 4096), "WG=1,BT=64");
         assert_eq!(tiles(100, 14336, 4096), "WG=1,BT=128");
         assert_eq!(tiles(9, 14336, 4096), "WG=1,BT=64");
-        // Q5_K, Q6_K and Q8_0 take the same tiles on their own kernels.
+        // Q6_K and Q8_0 take the same tiles on their own kernels; Q5_K too, with a producer on
+        // two warpgroups.
         for (t, n, k) in [(512, 4096, 14336), (512, 1024, 4096), (9, 4096, 4096)] {
             for (ty, kernel) in [
-                (GgmlType::Q5_K, "gemm_q5k_wg"),
                 (GgmlType::Q6_K, "gemm_q6k_wg"),
                 (GgmlType::Q8_0, "gemm_q8_0_wg"),
             ] {
@@ -553,6 +566,13 @@ mod tests {
                 assert_eq!(name, format!("{kernel}@{}", tiles(t, n, k)));
             }
         }
+        let q5k = |t, n, k| quant_gemm(GgmlType::Q5_K, t, n, k, true).unwrap();
+        assert_eq!(q5k(512, 14336, 4096), "gemm_q5k_wg@BT=256,PRODUCER=1");
+        assert_eq!(
+            q5k(512, 4096, 14336),
+            "gemm_q5k_wg@BT=256,SPLITK=2,PRODUCER=1"
+        );
+        assert_eq!(q5k(512, 1024, 4096), "gemm_q5k_wg@WG=1,BT=256,SPLITK=2");
         // Other types, K not a multiple of 256, and every type without sm_90a keep the mma.sync
         // kernels.
         assert!(!quant_gemm(GgmlType::Q5_0, 512, 4096, 4096, true)
