@@ -772,6 +772,11 @@ pub enum Builtin {
     /// zero. The map is the kernel's ([`ExprKind::TensorMap`]) or a device function's
     /// `TensorMap` parameter. Void.
     TmaLoad,
+    /// `[map, row (u32), col (u32)]`: `cp.async.bulk.prefetch.tensor.2d.L2`: start bringing
+    /// the box of the map whose first element is (row, col) into the L2, for a later
+    /// `tma_load` (or any read) to find there. No effect on memory's contents, nothing to wait
+    /// for. Void.
+    TmaPrefetch,
 }
 
 /// Whether function `f` of module `m` uses an sm_90a-only instruction (`wgmma`, the async-proxy
@@ -795,6 +800,7 @@ pub fn needs_sm90a(m: &Module, f: &Function) -> bool {
                 | Builtin::MbarrierArrive
                 | Builtin::MbarrierWait
                 | Builtin::TmaLoad
+                | Builtin::TmaPrefetch
         )
     })
 }

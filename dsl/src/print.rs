@@ -427,6 +427,7 @@ fn builtin(b: Builtin) -> String {
         Builtin::MbarrierArrive => "mbarrier_arrive",
         Builtin::MbarrierWait => "mbarrier_wait",
         Builtin::TmaLoad => "tma_load",
+        Builtin::TmaPrefetch => "tma_prefetch",
     };
     name.to_string()
 }

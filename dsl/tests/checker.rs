@@ -902,7 +902,7 @@ fn tensor_maps_and_mbarriers() {
     fails(
         good,
         "let v = xm;",
-        "is a tensor map, which only `tma_load` takes",
+        "is a tensor map, which only `tma_load` and `tma_prefetch` take",
     );
     fails(
         good,
@@ -918,6 +918,24 @@ fn tensor_maps_and_mbarriers() {
         good,
         "mbarrier_init(dst[0][0], 1);",
         "a shared `u64` mbarrier",
+    );
+    // An L2 prefetch takes the map and the box's first element, nothing to land or wait for.
+    let prefetch = tma_kernel(good, "if thread.x == 0 { tma_prefetch(xm, 16, 64); }");
+    compile_with(&prefetch, &[], &[]).unwrap_or_else(|e| panic!("{e}"));
+    fails(
+        good,
+        "tma_prefetch(x, 0, 0);",
+        "the first argument of `tma_prefetch` must be a tensor map",
+    );
+    fails(
+        good,
+        "tma_prefetch(xm, 0, 1.5);",
+        "the column of `tma_prefetch`",
+    );
+    fails(
+        good,
+        "tma_prefetch(xm, 0);",
+        "`tma_prefetch` takes 3 arguments but 2 were given",
     );
 }
 
@@ -1000,7 +1018,7 @@ fn tensor_maps_pass_to_functions() {
     fails(
         &MAP_FNS.replace("pass_on(dst, m, row, bar);", "let v = m;"),
         call,
-        "`m` is a tensor map, which only `tma_load` takes",
+        "`m` is a tensor map, which only `tma_load` and `tma_prefetch` take",
     );
     fails(
         &MAP_FNS.replace("pass_on(dst, m, row, bar);", "m = m;"),

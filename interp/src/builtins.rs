@@ -126,6 +126,7 @@ impl<'m> Machine<'m, '_> {
             Builtin::MbarrierArrive => self.mbarrier_arrive(&vals, mask, e),
             Builtin::MbarrierWait => self.mbarrier_wait(&vals, mask, e),
             Builtin::TmaLoad => self.tma_load(&vals, mask, e),
+            Builtin::TmaPrefetch => self.tma_prefetch(&vals, mask, e),
             Builtin::Dp4a { unsigned_a } => {
                 let (a, b, c) = (arg(0)?, arg(1)?, arg(2)?);
                 self.map_lanes(mask, |t| {

@@ -1,4 +1,5 @@
-//! Hopper's mbarriers and TMA tensor copies (`tma_load`, `cp.async.bulk.tensor.2d`).
+//! Hopper's mbarriers and TMA tensor copies (`tma_load`, `cp.async.bulk.tensor.2d`; `tma_prefetch`
+//! only checks its map).
 //!
 //! An mbarrier counts arrivals (`mbarrier_expect_tx`, one per thread) and transaction bytes
 //! (added by `mbarrier_expect_tx`, taken off by each `tma_load` that completes on it); when both
@@ -388,33 +389,14 @@ impl<'m> Machine<'m, '_> {
             return Err(self.malformed(e.span, "tma_load without five operands"));
         };
         let kernel = self.kernel_fn();
-        let FunctionKind::Kernel(launch) = &kernel.kind else {
-            unreachable!("blocks run kernels")
-        };
         for t in mask.lanes() {
-            let Value::TensorMap(index) = map[t] else {
-                return Err(
-                    self.malformed(e.span, "a tma_load of something other than a tensor map")
-                );
-            };
-            let (Some(tm), Some(&encoded)) = (
-                launch.tensor_maps.get(index as usize),
-                self.tensor_maps.get(index as usize),
-            ) else {
-                return Err(
-                    self.malformed(e.span, format!("tensor map #{index}, which does not exist"))
-                );
-            };
+            let (tm, encoded) = self.checked_map(map[t], "tma_load", e)?;
             let EncodedMap {
                 tensor,
                 offset,
                 rows,
                 cols,
             } = encoded;
-            if let Some(what) = extent_problem(rows, cols, tm.elem.size()) {
-                let map = tm.name.clone();
-                return Err(self.error_at(e.span, ErrorKind::TensorMap { map, what }));
-            }
             let d = self.pointer(dst[t], e.span)?;
             let Region::Shared(array) = d.region else {
                 return Err(self.malformed(e.span, "a tma_load destination outside shared memory"));
@@ -456,6 +438,55 @@ impl<'m> Machine<'m, '_> {
             self.complete_phase(p, t, e)?;
         }
         Ok(vec![UNSET; self.threads])
+    }
+
+    /// `tma_prefetch(map, row, col)`: a hint for the L2, which the interpreter does not have;
+    /// the map is checked as `tma_load` checks it, the box may lie anywhere.
+    pub(crate) fn tma_prefetch(
+        &mut self,
+        args: &[Lanes],
+        mask: &Mask,
+        e: &'m Expr,
+    ) -> Result<Lanes> {
+        let [map, _row, _col] = args else {
+            return Err(self.malformed(e.span, "tma_prefetch without three operands"));
+        };
+        for t in mask.lanes() {
+            self.checked_map(map[t], "tma_prefetch", e)?;
+        }
+        Ok(vec![UNSET; self.threads])
+    }
+
+    /// The kernel's tensor map that `map` names (also when a device function passed it on) and
+    /// its encoding at this launch, which must describe a tensor the driver would encode.
+    fn checked_map(
+        &self,
+        map: Value,
+        op: &str,
+        e: &'m Expr,
+    ) -> Result<(&'m TensorMap, EncodedMap)> {
+        let FunctionKind::Kernel(launch) = &self.kernel_fn().kind else {
+            unreachable!("blocks run kernels")
+        };
+        let Value::TensorMap(index) = map else {
+            return Err(self.malformed(
+                e.span,
+                format!("a {op} of something other than a tensor map"),
+            ));
+        };
+        let (Some(tm), Some(&encoded)) = (
+            launch.tensor_maps.get(index as usize),
+            self.tensor_maps.get(index as usize),
+        ) else {
+            return Err(
+                self.malformed(e.span, format!("tensor map #{index}, which does not exist"))
+            );
+        };
+        if let Some(what) = extent_problem(encoded.rows, encoded.cols, tm.elem.size()) {
+            let map = tm.name.clone();
+            return Err(self.error_at(e.span, ErrorKind::TensorMap { map, what }));
+        }
+        Ok((tm, encoded))
     }
 
     /// The box of `tm` whose first element is `(row, col)`, as it lands in shared memory: row

@@ -3,7 +3,7 @@
 //! super-block), tensors that start past the buffer's start, phases reused across a loop, and
 //! the errors: reading before the wait, waiting for a phase that cannot complete, a misaligned
 //! destination or tensor, a swizzled box into a plain array, a tensor the driver would not
-//! encode; plain arrivals completing a phase.
+//! encode; plain arrivals completing a phase; L2 prefetches.
 
 use half::f16;
 use rand::rngs::StdRng;
@@ -326,17 +326,45 @@ fn tensor_off_the_16_byte_grid_is_refused() {
     );
 }
 
-#[test]
-fn rows_of_a_ragged_byte_count_are_refused() {
-    let c = compile(&PLAIN_F16, &[("BR", 16), ("BC", 32)]);
+/// A launch of the f16 kernel `v` with 16 x 32 boxes on a 37 x 71 tensor, whose 142-byte rows
+/// TMA cannot take; its error.
+fn ragged_rows_failure(v: &Variant) -> InterpError {
+    let c = compile(v, &[("BR", 16), ("BC", 32)]);
     let mut args = vec![
         Arg::ReadOnly(Buffer::from_f16(&[f16::ONE; 37 * 71])),
         Arg::Buffer(Buffer::from_f16(&[f16::ZERO; 48 * 96])),
         Arg::Scalar(Value::U32(37)),
         Arg::Scalar(Value::U32(71)),
     ];
-    let err = launch(&c, &mut args).unwrap_err();
+    launch(&c, &mut args).unwrap_err()
+}
+
+#[test]
+fn rows_of_a_ragged_byte_count_are_refused() {
+    let err = ragged_rows_failure(&PLAIN_F16);
     assert!(matches!(err.kind(), ErrorKind::TensorMap { .. }), "{err}");
+}
+
+/// An L2 prefetch of the next box changes nothing the threads see; its map is checked as a
+/// load's: the prefetch, before any load, is what refuses rows of a ragged byte count.
+#[test]
+fn prefetches_change_nothing_and_check_their_map() {
+    let load = format!("tma_prefetch(xm, block.y * BR, (k + 1) * BC);\n            {IN_KERNEL}");
+    let prefetching = Variant {
+        load: &load,
+        ..PLAIN_F16
+    };
+    for shape in [[37, 72], [16, 24]] {
+        check(&prefetching, [16, 24], shape, 0, nonzero_f16, f16::ZERO);
+    }
+    let err = ragged_rows_failure(&prefetching);
+    assert!(matches!(err.kind(), ErrorKind::TensorMap { .. }), "{err}");
+    let text = BOX_COPY.replace("LOAD", &load);
+    let line = text[..text.find("tma_prefetch").unwrap()].lines().count();
+    assert!(
+        err.to_string().contains(&format!("tma.tile:{line}:")),
+        "{err}"
+    );
 }
 
 /// A box loaded in a device function through the kernel's map passed on twice is the kernel's

@@ -184,7 +184,8 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             | Builtin::MbarrierExpectTx
             | Builtin::MbarrierArrive
             | Builtin::MbarrierWait
-            | Builtin::TmaLoad => {
+            | Builtin::TmaLoad
+            | Builtin::TmaPrefetch => {
                 self.async_copy_op(builtin, &vals, span)?;
                 return Ok(None);
             }

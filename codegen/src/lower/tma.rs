@@ -1,7 +1,7 @@
 //! Hopper's asynchronous copies: mbarriers and TMA tensor copies (`cp.async.bulk.tensor`), as
 //! inline PTX (LLVM 22's intrinsics for them change shape between versions; the PTX does not).
 
-use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::types::{BasicMetadataTypeEnum, IntType};
 use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, PointerValue};
 use inkwell::AddressSpace;
 use zinc_dsl::diag::Span;
@@ -12,10 +12,24 @@ use super::{internal, At, FnLowerer, Result};
 impl<'ctx> FnLowerer<'_, 'ctx> {
     /// A shared-memory address as the 32-bit operand PTX's `.shared` instructions take.
     fn shared_u32(&self, p: BasicValueEnum<'ctx>, span: Span) -> Result<BasicValueEnum<'ctx>> {
-        let i32_ty = self.ctx.i32_type();
+        self.address_operand(p, self.ctx.i32_type(), span)
+    }
+
+    /// A tensor map's address (a generic pointer to the grid constant) as the 64-bit operand
+    /// TMA instructions take.
+    fn map_u64(&self, map: BasicValueEnum<'ctx>, span: Span) -> Result<BasicValueEnum<'ctx>> {
+        self.address_operand(map, self.ctx.i64_type(), span)
+    }
+
+    fn address_operand(
+        &self,
+        p: BasicValueEnum<'ctx>,
+        ty: IntType<'ctx>,
+        span: Span,
+    ) -> Result<BasicValueEnum<'ctx>> {
         Ok(self
             .b
-            .build_ptr_to_int(p.into_pointer_value(), i32_ty, "")
+            .build_ptr_to_int(p.into_pointer_value(), ty, "")
             .at(span)?
             .into())
     }
@@ -133,26 +147,25 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
                 &[self.shared_u32(*bar, span)?, *parity],
                 span,
             ),
-            (Builtin::TmaLoad, [dst, map, row, col, bar]) => {
-                let i64_ty = self.ctx.i64_type();
-                let map_addr = self
-                    .b
-                    .build_ptr_to_int(map.into_pointer_value(), i64_ty, "")
-                    .at(span)?;
-                // Coordinates go innermost first: the column, then the row.
-                self.asm_statement(
-                    "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
-                    "r,l,r,r,r",
-                    &[
-                        self.shared_u32(*dst, span)?,
-                        map_addr.into(),
-                        *col,
-                        *row,
-                        self.shared_u32(*bar, span)?,
-                    ],
-                    span,
-                )
-            }
+            // Coordinates go innermost first: the column, then the row.
+            (Builtin::TmaLoad, [dst, map, row, col, bar]) => self.asm_statement(
+                "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
+                "r,l,r,r,r",
+                &[
+                    self.shared_u32(*dst, span)?,
+                    self.map_u64(*map, span)?,
+                    *col,
+                    *row,
+                    self.shared_u32(*bar, span)?,
+                ],
+                span,
+            ),
+            (Builtin::TmaPrefetch, [map, row, col]) => self.asm_statement(
+                "cp.async.bulk.prefetch.tensor.2d.L2.global.tile [$0, {$1, $2}];",
+                "l,r,r",
+                &[self.map_u64(*map, span)?, *col, *row],
+                span,
+            ),
             _ => Err(internal("malformed mbarrier or TMA operation", span)),
         }
     }

@@ -1,6 +1,7 @@
 //! Tensor maps, mbarriers and TMA copies: the kernel's by-value map parameters, the PTX
 //! instructions, the manifest entry, ptxas acceptance and the SASS (UTMALDG), maps passed to
-//! device functions, the error for archs other than sm_90a, plain arrivals and register budgets.
+//! device functions, L2 prefetches, the error for archs other than sm_90a, plain arrivals and
+//! register budgets.
 
 use super::ptxas::sass_of;
 use zinc_codegen::{compile, Emit, Options};
@@ -120,6 +121,28 @@ fn tma_loads_in_functions_use_the_kernels_map_parameter() {
         let err = build_source(&source, arch, 3).unwrap_err();
         assert!(err.contains("sm_90a-only"), "{arch}: {err}");
     }
+}
+
+/// `SOURCE` with the box after the loaded one prefetched into the L2 beside the load: the
+/// prefetch instruction in the PTX, a TMA prefetch (UTMAPF) in the SASS, sm_90a only.
+#[test]
+fn tma_prefetches_reach_the_l2_prefetch_instruction() {
+    let load = "tma_load(tile + 0, xm, block.x * 64, 0, bars[0]);";
+    assert!(SOURCE.contains(load));
+    let source = SOURCE.replace(
+        load,
+        &format!("{load}\n        tma_prefetch(xm, block.x * 64 + 64, 0);"),
+    );
+    let (ptx, _) = build_source(&source, "sm_90a", 3).unwrap();
+    let needle = "cp.async.bulk.prefetch.tensor.2d.L2.global.tile";
+    assert!(ptx.contains(needle), "missing `{needle}` in:\n{ptx}");
+    let sass = assemble(&ptx, "prefetch");
+    assert!(
+        sass.contains("UTMAPF"),
+        "no TMA prefetch in the SASS:\n{sass}"
+    );
+    let err = build_source(&source, "sm_90", 3).unwrap_err();
+    assert!(err.contains("sm_90a-only"), "{err}");
 }
 
 #[test]

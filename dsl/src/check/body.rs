@@ -24,7 +24,7 @@ pub enum Context {
 pub enum Binding {
     Var(VarId),
     Shared(SharedId),
-    /// A tensor map, by index into the kernel's `tensor_maps` (only `tma_load` and functions'
+    /// A tensor map, by index into the kernel's `tensor_maps` (only `tma_load`, `tma_prefetch` and functions'
     /// `tensor_map<T>` parameters take it).
     TensorMap(u32),
     /// A compile-time parameter.

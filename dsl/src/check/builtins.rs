@@ -51,6 +51,7 @@ pub enum Name {
     MbarrierArrive,
     MbarrierWait,
     TmaLoad,
+    TmaPrefetch,
     /// `tensor_map(...)`, which is only a declaration (`let m = tensor_map(...)`).
     TensorMap,
 }
@@ -115,6 +116,7 @@ const TABLE: &[(&str, Name)] = &[
     ("mbarrier_arrive", Name::MbarrierArrive),
     ("mbarrier_wait", Name::MbarrierWait),
     ("tma_load", Name::TmaLoad),
+    ("tma_prefetch", Name::TmaPrefetch),
     ("tensor_map", Name::TensorMap),
 ];
 
@@ -538,6 +540,7 @@ impl FnCx<'_, '_> {
                 ))
             }
             Name::TmaLoad => self.tma_load(args, span),
+            Name::TmaPrefetch => self.tma_prefetch(args, span),
             Name::TensorMap => {
                 let d = Diagnostic::error(
                     "`tensor_map(...)` declares a tensor map: write `let name = tensor_map(...)` at the top level of a kernel body",
@@ -752,6 +755,21 @@ impl FnCx<'_, '_> {
         let bar = self.mbarrier("tma_load", &args[4]);
         Ok(mk(
             ir::ExprKind::Builtin(Builtin::TmaLoad, vec![dst, map, row?, col?, bar?]),
+            Type::Void,
+            span,
+        ))
+    }
+
+    /// `tma_prefetch(map, row, col)`: start bringing the box of tensor map `map` at (row, col)
+    /// into the L2.
+    fn tma_prefetch(&mut self, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
+        self.arity("tma_prefetch", args, 3, span)?;
+        let map = self.map_operand(&args[0], "the first argument of `tma_prefetch`", None)?;
+        let u32_ty = Type::Scalar(Scalar::U32);
+        let row = self.expect(&args[1], &u32_ty, "the row of `tma_prefetch`");
+        let col = self.expect(&args[2], &u32_ty, "the column of `tma_prefetch`");
+        Ok(mk(
+            ir::ExprKind::Builtin(Builtin::TmaPrefetch, vec![map, row?, col?]),
             Type::Void,
             span,
         ))
