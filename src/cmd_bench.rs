@@ -29,9 +29,10 @@ const MAX_SETS: usize = 64;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Only kernels whose name contains FILTER; a FILTER naming a variant (`gemm_q4k@BN=64`)
-    /// times the variants it matches without --tune.
-    filter: Option<String>,
+    /// Only kernels whose name contains one of the FILTERs, or ends with one ending in `$`
+    /// (`gemm_q4k_wg@BT=256$`: that variant alone); a FILTER naming a variant
+    /// (`gemm_q4k@BN=64`) times the variants it matches without --tune.
+    filters: Vec<String>,
     /// Shapes to time instead of each kernel's defaults, e.g. `2048x4096,512x4096x14336`; a
     /// kernel runs those of its rank (rows x cols, n, or T x N x K).
     #[arg(long, value_delimiter = ',')]
@@ -130,9 +131,10 @@ pub fn run(args: &Args) -> Result<()> {
     let names: Vec<&str> = bench
         .registry
         .names()
-        .filter(|n| args.filter.as_deref().is_none_or(|f| n.contains(f)))
+        .filter(|n| harness::any_filter_matches(n, &args.filters))
         .filter(|n| {
-            args.tune || !n.contains('@') || args.filter.as_deref().is_some_and(|f| f.contains('@'))
+            let named = |f: &String| f.contains('@') && harness::filter_matches(n, f);
+            args.tune || !n.contains('@') || args.filters.iter().any(named)
         })
         .collect();
     print_header();

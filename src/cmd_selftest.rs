@@ -13,8 +13,9 @@ const GUARD: usize = 64;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Only kernels whose name contains FILTER.
-    filter: Option<String>,
+    /// Only kernels whose name contains one of the FILTERs, or ends with one ending in `$`
+    /// (`gemm_q4k_wg@BT=256$`: that variant alone).
+    filters: Vec<String>,
     /// Shapes to run instead of each kernel's defaults, e.g. `37x1000,513x257x300`; a kernel runs
     /// those of its rank (rows x cols, n, or T x N x K).
     #[arg(long, value_delimiter = ',')]
@@ -29,7 +30,7 @@ pub fn run(args: &Args) -> Result<()> {
 
     let names: Vec<&str> = registry
         .names()
-        .filter(|n| args.filter.as_deref().is_none_or(|f| n.contains(f)))
+        .filter(|n| harness::any_filter_matches(n, &args.filters))
         .collect();
     let mut rows: Vec<Row> = (names.iter())
         .filter(|name| spec_for(name).is_none())
@@ -618,7 +619,7 @@ mod tests {
             return;
         }
         let args = Args {
-            filter: None,
+            filters: vec![],
             shapes: vec![],
         };
         let msg = format!("{:#}", run(&args).unwrap_err());

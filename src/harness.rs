@@ -16,6 +16,21 @@ use crate::reference;
 use crate::registry::Registry;
 use crate::specs::{spec_for, Elem, Shape, Spec};
 
+/// Whether kernel or variant `name` (`kernel@NAME=VALUE,...`) passes `filter`: it contains the
+/// filter, or with a trailing `$` ends with the rest (`gemm_q4k_wg@BT=256$` is that variant
+/// alone, `gemm_q4k_wg$` the kernel's default).
+pub fn filter_matches(name: &str, filter: &str) -> bool {
+    match filter.strip_suffix('$') {
+        Some(end) => name.ends_with(end),
+        None => name.contains(filter),
+    }
+}
+
+/// Whether `name` passes one of `filters`; with none, every name does.
+pub fn any_filter_matches(name: &str, filters: &[String]) -> bool {
+    filters.is_empty() || filters.iter().any(|f| filter_matches(name, f))
+}
+
 /// Opens GPU 0, or with `ZINC_DEVICE=emulated` the emulated device, whose kernels the CPU
 /// interpreter runs (src/emulator.rs; slow, for tiny models). Errors stay one line ("no CUDA
 /// driver ...").
@@ -398,6 +413,35 @@ impl DeviceCase {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filters_match_parts_or_endings() {
+        let names = [
+            "gemm_q4k_wg",
+            "gemm_q4k_wg@BT=256",
+            "gemm_q4k_wg@BT=256,PRODUCER=1",
+            "gemm_q6k_wg@BT=256",
+        ];
+        let passing = |filters: &[&str]| {
+            let filters: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
+            (names.iter().copied())
+                .filter(|n| any_filter_matches(n, &filters))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(passing(&[]), names);
+        assert_eq!(passing(&["q4k_wg@BT=256"]), names[1..3]);
+        assert_eq!(passing(&["gemm_q4k_wg@BT=256$"]), ["gemm_q4k_wg@BT=256"]);
+        assert_eq!(passing(&["gemm_q4k_wg$"]), ["gemm_q4k_wg"]);
+        assert_eq!(
+            passing(&["q4k_wg@BT=256$", "PRODUCER"]),
+            ["gemm_q4k_wg@BT=256", "gemm_q4k_wg@BT=256,PRODUCER=1"]
+        );
+        assert_eq!(
+            passing(&["@BT=256$"]),
+            ["gemm_q4k_wg@BT=256", "gemm_q6k_wg@BT=256"]
+        );
+        assert!(passing(&["gemm_q5k$"]).is_empty());
+    }
 
     #[test]
     fn variants_take_turns_at_each_shape() {
