@@ -7,7 +7,8 @@
 //! (f16 output; those writing f32 also with cuBLAS writing f32, the same output bytes),
 //! memory-bound kernels with a device-to-device copy moving the same number of bytes.
 
-use crate::gpu::dispatch::{TuneEntry, TuneTable};
+use crate::gpu::dispatch::{self, TuneEntry, TuneTable};
+use crate::gpu::runs_wgmma;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -18,7 +19,7 @@ use zinc_runtime::{time_median_ms, Blas, DeviceBuffer, GemmOutput, RuntimeError,
 
 use crate::harness::{self, DeviceCase, ElemBuf, HostCase, LastCase};
 use crate::registry::Registry;
-use crate::specs::{adds_into_output, Baseline, Cost, Elem, Shape, Spec};
+use crate::specs::{adds_into_output, Baseline, Cost, Elem, Op, Shape, Spec};
 
 /// Roughly how long each measurement runs; the iteration count follows from a probe.
 const TARGET_MS: f32 = 200.0;
@@ -47,6 +48,10 @@ pub struct Args {
     /// the environment variable ZINC_TUNE names the file).
     #[arg(long, requires = "tune")]
     table: Option<PathBuf>,
+    /// Time, of each quantized GEMM and matvec, only the variant the engine's dispatch runs at
+    /// each shape (without a ZINC_TUNE table); of every other kernel its default.
+    #[arg(long, conflicts_with = "tune")]
+    dispatch: bool,
 }
 
 #[derive(Serialize)]
@@ -134,9 +139,10 @@ pub fn run(args: &Args) -> Result<()> {
         .filter(|n| harness::any_filter_matches(n, &args.filters))
         .filter(|n| {
             let named = |f: &String| f.contains('@') && harness::filter_matches(n, f);
-            args.tune || !n.contains('@') || args.filters.iter().any(named)
+            args.tune || args.dispatch || !n.contains('@') || args.filters.iter().any(named)
         })
         .collect();
+    let wgmma = runs_wgmma(&bench.registry);
     print_header();
     let mut rows = Vec::new();
     // A kernel's variants take turns at each shape, so its inputs are drawn and its weight
@@ -146,6 +152,9 @@ pub fn run(args: &Args) -> Result<()> {
     });
     let mut last = LastCase::default();
     for (name, spec, shape) in work {
+        if args.dispatch && !engine_runs(name, spec, &shape, wgmma) {
+            continue;
+        }
         let row = bench.row(name, spec, &shape, last.get(spec, &shape));
         print_row(&row);
         rows.push(row);
@@ -420,6 +429,23 @@ fn fastest_variants(rows: &[Row]) -> Vec<Fastest> {
     best
 }
 
+/// Whether the engine's dispatch runs kernel or variant `name` at `shape`: for a quantized
+/// GEMM or matvec, the one `gpu::dispatch` picks for its weight type and activations (f16 or
+/// f32 in; int8 blocks for the matvecs, none for the GEMMs), with or without `wgmma`; of any
+/// other kernel, its default.
+fn engine_runs(name: &str, spec: &Spec, shape: &Shape, wgmma: bool) -> bool {
+    let pick = match (spec.op, spec.weight, spec.input, shape.0.as_slice()) {
+        (Op::QuantGemm, Some(ty), Elem::F16, &[t, n, k]) => {
+            dispatch::quant_gemm(ty, t, n, k, wgmma)
+        }
+        (Op::Matvec, Some(ty), Elem::ActS8, &[t, n, k]) => dispatch::matvec_s8(ty, t, n, k),
+        (Op::Matvec, Some(ty), _, &[t, n, k]) => Some(dispatch::matvec(ty, t, n, k)),
+        (Op::QuantGemm | Op::Matvec, ..) => None,
+        _ => return !name.contains('@'),
+    };
+    pick.as_deref() == Some(name)
+}
+
 const COLUMNS: [&str; 10] = [
     "kernel",
     "shape",
@@ -464,6 +490,7 @@ fn print_row(row: &Row) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use zinc_models::quant::GgmlType;
 
     const MIB: usize = 1 << 20;
 
@@ -503,6 +530,35 @@ mod tests {
             f32_out_ratio: None,
             error: None,
         }
+    }
+
+    #[test]
+    fn dispatch_keeps_what_the_engine_runs() {
+        let runs = |name: &str, dims: &[usize], wgmma: bool| {
+            let spec = crate::specs::spec_for(name).unwrap();
+            engine_runs(name, spec, &Shape(dims.to_vec()), wgmma)
+        };
+        let prefill = [512, 14336, 4096];
+        let [t, n, k] = prefill;
+        let on_wgmma = dispatch::quant_gemm(GgmlType::Q4_K, t, n, k, true).unwrap();
+        let on_mma = dispatch::quant_gemm(GgmlType::Q4_K, t, n, k, false).unwrap();
+        assert!(runs(&on_wgmma, &prefill, true) && !runs(&on_wgmma, &prefill, false));
+        assert!(runs(&on_mma, &prefill, false) && !runs(&on_mma, &prefill, true));
+        // Another variant of the picked kernel, or another shape's pick, is not run.
+        assert!(!runs(&format!("{on_wgmma}9"), &prefill, true));
+        let other = dispatch::quant_gemm(GgmlType::Q4_K, 512, 4096, 4096, true).unwrap();
+        assert_ne!(other, on_wgmma);
+        assert!(!runs(&other, &prefill, true));
+        // The int8 GEMM is never the engine's; matvecs follow their own dispatch.
+        assert!(!runs("gemm_q4k_s8", &prefill, true));
+        let decode = [1, 4096, 14336];
+        let matvec = dispatch::matvec(GgmlType::Q4_K, 1, 4096, 14336);
+        let matvec_s8 = dispatch::matvec_s8(GgmlType::Q4_K, 1, 4096, 14336).unwrap();
+        assert!(runs(&matvec, &decode, true) && runs(&matvec_s8, &decode, true));
+        assert!(!runs(&matvec, &[1, 14336, 4096], true));
+        // Other kernels: their default build only.
+        assert!(runs("rmsnorm_f32", &[4, 64], true));
+        assert!(!runs("rmsnorm_f32@BLOCK=512", &[4, 64], true));
     }
 
     #[test]

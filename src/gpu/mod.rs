@@ -288,6 +288,12 @@ fn wgmma_enabled() -> bool {
     std::env::var("ZINC_WGMMA").as_deref() != Ok("0")
 }
 
+/// Whether the engine runs the wgmma GEMMs with `registry`'s kernels (built for sm_90a, and not
+/// turned off by ZINC_WGMMA=0).
+pub(crate) fn runs_wgmma(registry: &Registry) -> bool {
+    wgmma_enabled() && registry.names().any(|n| n == "gemm_q4k_wg")
+}
+
 /// The key capacity of the graph for a decode step over `needed` cached positions: a power of
 /// two (at least 256), at most the cache's `capacity`.
 fn graph_keys(needed: usize, capacity: usize) -> usize {
@@ -549,7 +555,7 @@ impl Gpu {
             s8_fused: s8_fused_enabled(),
             wgmma: false,
         };
-        gpu.wgmma = wgmma_enabled() && gpu.registry.names().any(|n| n == "gemm_q4k_wg");
+        gpu.wgmma = runs_wgmma(&gpu.registry);
         if graphs_enabled() {
             gpu.enable_decode_graphs(!device.is_emulated())?;
         }
