@@ -430,16 +430,19 @@ fn fastest_variants(rows: &[Row]) -> Vec<Fastest> {
 }
 
 /// Whether the engine's dispatch runs kernel or variant `name` at `shape`: for a quantized
-/// GEMM or matvec, the one `gpu::dispatch` picks for its weight type and activations (f16 or
-/// f32 in; int8 blocks for the matvecs, none for the GEMMs), with or without `wgmma`; of any
-/// other kernel, its default.
+/// GEMM (above `MATVEC_MAX_T` tokens) or matvec (up to it), the one `gpu::dispatch` picks for
+/// its weight type and activations (f16 or f32 in; int8 blocks for the matvecs, none for the
+/// GEMMs), with or without `wgmma`; of any other kernel, its default.
 fn engine_runs(name: &str, spec: &Spec, shape: &Shape, wgmma: bool) -> bool {
+    let decode = |t: usize| t <= dispatch::MATVEC_MAX_T;
     let pick = match (spec.op, spec.weight, spec.input, shape.0.as_slice()) {
-        (Op::QuantGemm, Some(ty), Elem::F16, &[t, n, k]) => {
+        (Op::QuantGemm, Some(ty), Elem::F16, &[t, n, k]) if !decode(t) => {
             dispatch::quant_gemm(ty, t, n, k, wgmma)
         }
-        (Op::Matvec, Some(ty), Elem::ActS8, &[t, n, k]) => dispatch::matvec_s8(ty, t, n, k),
-        (Op::Matvec, Some(ty), _, &[t, n, k]) => Some(dispatch::matvec(ty, t, n, k)),
+        (Op::Matvec, Some(ty), Elem::ActS8, &[t, n, k]) if decode(t) => {
+            dispatch::matvec_s8(ty, t, n, k)
+        }
+        (Op::Matvec, Some(ty), _, &[t, n, k]) if decode(t) => Some(dispatch::matvec(ty, t, n, k)),
         (Op::QuantGemm | Op::Matvec, ..) => None,
         _ => return !name.contains('@'),
     };

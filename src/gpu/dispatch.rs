@@ -309,21 +309,22 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     } else {
         ""
     };
+    let two_warpgroups = |split: &str| format!("BT=256{split}{producer}");
     let variant = if t <= 128 {
         match t <= 64 || blocks(64, 128) < FULL_GRID {
-            true => "WG=1,BT=64",
-            false => "WG=1,BT=128",
+            true => "WG=1,BT=64".to_string(),
+            false => "WG=1,BT=128".to_string(),
         }
     } else if wide >= FULL_GRID {
-        return format!("{kernel}@BT=256{producer}");
+        two_warpgroups("")
     } else if 2 * wide >= FULL_GRID && k >= 8192 {
-        return format!("{kernel}@BT=256,SPLITK=2{producer}");
+        two_warpgroups(",SPLITK=2")
     } else if narrow > WGMMA_SMS {
-        return format!("{kernel}@BT=256{producer}");
+        two_warpgroups("")
     } else if narrow >= FULL_GRID || k < 512 {
-        "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"
+        "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1".to_string()
     } else {
-        "WG=1,BT=256,SPLITK=2"
+        "WG=1,BT=256,SPLITK=2".to_string()
     };
     format!("{kernel}@{variant}")
 }
