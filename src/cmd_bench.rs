@@ -214,7 +214,10 @@ impl Bench {
         let baseline = self.baseline(spec, shape, &host.inputs);
         let f32_out = (spec.baseline() == Baseline::CublasF16
             && spec.output_elems().first() == Some(&Elem::F32))
-        .then(|| self.cached_baseline(BaselineKey::Gemm(shape.0.clone(), true), &host.inputs))
+        .then(|| {
+            let key = BaselineKey::Gemm(spec.product_shape(shape), true);
+            self.cached_baseline(key, &host.inputs)
+        })
         .and_then(Result::ok);
         let (unit, work) = match spec.cost(shape) {
             // Integer GEMMs: tera-operations (the same 2 T N K count as the f16 baseline's).
@@ -291,7 +294,7 @@ impl Bench {
         inputs: &[Vec<f32>],
     ) -> Result<Timed, String> {
         let key = match (spec.baseline(), spec.cost(shape)) {
-            (Baseline::CublasF16, _) => BaselineKey::Gemm(shape.0.clone(), false),
+            (Baseline::CublasF16, _) => BaselineKey::Gemm(spec.product_shape(shape), false),
             (Baseline::Copy, Cost::Bytes(b)) => BaselineKey::CopyBytes(b as u64),
             (Baseline::Copy, Cost::Flops(_)) => BaselineKey::CopyBytes(spec.traffic(shape) as u64),
         };
@@ -432,10 +435,17 @@ fn fastest_variants(rows: &[Row]) -> Vec<Fastest> {
 /// Whether the engine's dispatch runs kernel or variant `name` at `shape`: for a quantized
 /// GEMM (above `MATVEC_MAX_T` tokens) or matvec (up to it), the one `gpu::dispatch` picks for
 /// its weight type and activations (f16 or f32 in; int8 blocks for the matvecs, none for the
-/// GEMMs), with or without `wgmma`; of any other kernel, its default.
+/// GEMMs; a gated pair's only with `wgmma`), with or without `wgmma`; of any other kernel, its
+/// default.
 fn engine_runs(name: &str, spec: &Spec, shape: &Shape, wgmma: bool) -> bool {
     let decode = |t: usize| t <= dispatch::MATVEC_MAX_T;
     let pick = match (spec.op, spec.weight, spec.input, shape.0.as_slice()) {
+        (Op::QuantGemm, Some(ty), Elem::F16, &[t, n, k]) if spec.gated.is_some() => {
+            let gelu = spec.gated == Some(Op::GeluMul);
+            (wgmma && !decode(t))
+                .then(|| dispatch::gated_gemm(ty, gelu, t, n, k))
+                .flatten()
+        }
         (Op::QuantGemm, Some(ty), Elem::F16, &[t, n, k]) if !decode(t) => {
             dispatch::quant_gemm(ty, t, n, k, wgmma)
         }

@@ -142,6 +142,20 @@ pub struct Spec {
     /// products that read it next: f16 for the tensor-core GEMMs (the `_f32h` kernels), int8
     /// blocks for the int8 matvecs (the `_f32q` kernels).
     pub copy: Option<Elem>,
+    /// Gate and up values in a gated pair's layout ([`PAIR_GROUP`]), combined by this op
+    /// ([`Op::SiluMul`] or [`Op::GeluMul`]): a [`Op::QuantGemm`] of 2N weight rows that writes
+    /// the gated unit's N outputs (gemm_wg's GLU), or the gated op on inputs of 2n values (the
+    /// `_pairs` kernels, after a paired matrix's matvec).
+    pub gated: Option<Op>,
+}
+
+/// Gate and up rows (or values) alternate in groups of this many in a gated pair's layout
+/// (kernels/lib/activation.tile), so the gated unit's width must be a multiple of it.
+pub const PAIR_GROUP: usize = 8;
+
+/// Index of the gate of value `i` in a gated pair's layout; its up value is [`PAIR_GROUP`] on.
+pub fn paired_gate(i: usize) -> usize {
+    2 * i - i % PAIR_GROUP
 }
 
 pub const SPECS: &[Spec] = &[
@@ -191,6 +205,7 @@ pub const SPECS: &[Spec] = &[
         out: Elem::F32,
         weight: Some(GgmlType::Q4_K),
         copy: None,
+        gated: None,
     },
     spec("quantize_s8", Op::QuantizeActs, Elem::F32, Elem::ActS8),
     // Decode-size producers that also write their output as int8 blocks ([`Spec::int8_copy`]).
@@ -206,6 +221,7 @@ pub const SPECS: &[Spec] = &[
         out: Elem::F32,
         weight: Some(GgmlType::Q4_K),
         copy: None,
+        gated: None,
     },
     // The same on Q6_K, reading matvec_q6k's planar layout.
     Spec {
@@ -215,6 +231,7 @@ pub const SPECS: &[Spec] = &[
         out: Elem::F32,
         weight: Some(GgmlType::Q6_K),
         copy: None,
+        gated: None,
     },
     // Q8_0 and Q5_0 on matvec_q8_0's and matvec_q5_0's planar layouts (one d per 32 weights,
     // an activation block's).
@@ -225,6 +242,7 @@ pub const SPECS: &[Spec] = &[
         out: Elem::F32,
         weight: Some(GgmlType::Q8_0),
         copy: None,
+        gated: None,
     },
     Spec {
         kernel: "matvec_q5_0_s8",
@@ -233,6 +251,7 @@ pub const SPECS: &[Spec] = &[
         out: Elem::F32,
         weight: Some(GgmlType::Q5_0),
         copy: None,
+        gated: None,
     },
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
@@ -242,6 +261,21 @@ pub const SPECS: &[Spec] = &[
     // sm_90a only: gemm_q4k_wg's kernel on planar Q8_0 (kernels/gemm_wg.tile).
     quant_gemm("gemm_q8_0_wg", GgmlType::Q8_0),
     quant_gemm("gemm_q5_0", GgmlType::Q5_0),
+    // sm_90a only: gemm_q4k_wg's kernel on a gated pair's gate and up rows, with the gated
+    // unit's activation in its epilogue (GLU in kernels/gemm_wg.tile).
+    gated_gemm("gemm_q4k_wg_silu", GgmlType::Q4_K, Op::SiluMul),
+    gated_gemm("gemm_q4k_wg_gelu", GgmlType::Q4_K, Op::GeluMul),
+    gated_gemm("gemm_q5k_wg_silu", GgmlType::Q5_K, Op::SiluMul),
+    gated_gemm("gemm_q5k_wg_gelu", GgmlType::Q5_K, Op::GeluMul),
+    gated_gemm("gemm_q6k_wg_silu", GgmlType::Q6_K, Op::SiluMul),
+    gated_gemm("gemm_q6k_wg_gelu", GgmlType::Q6_K, Op::GeluMul),
+    gated_gemm("gemm_q8_0_wg_silu", GgmlType::Q8_0, Op::SiluMul),
+    gated_gemm("gemm_q8_0_wg_gelu", GgmlType::Q8_0, Op::GeluMul),
+    // A paired matrix's matvec output (gate and up interleaved) to the gated product.
+    paired("silu_mul_pairs_f32", Op::SiluMul, None),
+    paired("gelu_mul_pairs_f32", Op::GeluMul, None),
+    paired("silu_mul_pairs_f32q", Op::SiluMul, Some(Elem::ActS8)),
+    paired("gelu_mul_pairs_f32q", Op::GeluMul, Some(Elem::ActS8)),
     spec("attention_f32", Op::Attention, Elem::F32, Elem::F32),
     // Tensor cores, f16 Q, K, V; heads of exactly its `D` (FLASH_HEAD_DIM by default); the
     // output also in f16.
@@ -290,6 +324,7 @@ const fn spec(kernel: &'static str, op: Op, input: Elem, out: Elem) -> Spec {
         out,
         weight: None,
         copy: None,
+        gated: None,
     }
 }
 
@@ -310,7 +345,24 @@ const fn quant(kernel: &'static str, op: Op, ty: GgmlType, out: Elem) -> Spec {
         out,
         weight: Some(ty),
         copy: None,
+        gated: None,
     }
+}
+
+/// `op`'s gated unit of `n` values from gate and up values in a gated pair's layout (`gate`'s
+/// gates, `up`'s up values), in rows of `width` values (of 2 `width` pair values).
+fn gated_unit(op: Op, gate: &[f64], up: &[f64], n: usize, width: usize) -> Vec<f64> {
+    let act = match op {
+        Op::GeluMul => reference::gelu_tanh,
+        _ => reference::silu,
+    };
+    (0..n)
+        .map(|i| {
+            let (row, col) = (i / width, i % width);
+            let at = 2 * width * row + paired_gate(col);
+            act(gate[at]) * up[at + PAIR_GROUP]
+        })
+        .collect()
 }
 
 /// A tensor-core GEMM with f16 activations and `ty` weights, f32 output.
@@ -322,6 +374,24 @@ const fn quant_gemm(kernel: &'static str, ty: GgmlType) -> Spec {
         out: Elem::F32,
         weight: Some(ty),
         copy: None,
+        gated: None,
+    }
+}
+
+/// [`quant_gemm`] on a gated pair's 2N weight rows, writing `op`'s gated unit.
+const fn gated_gemm(kernel: &'static str, ty: GgmlType, op: Op) -> Spec {
+    Spec {
+        gated: Some(op),
+        ..quant_gemm(kernel, ty)
+    }
+}
+
+/// `op` (with its output's `copy`) on gate and up values in a gated pair's layout.
+const fn paired(kernel: &'static str, op: Op, copy: Option<Elem>) -> Spec {
+    Spec {
+        copy,
+        gated: Some(op),
+        ..spec(kernel, op, Elem::F32, Elem::F32)
     }
 }
 
@@ -461,7 +531,10 @@ impl Spec {
             Op::RmsNorm | Op::AddRmsNorm if self.int8_copy() => {
                 &[&[1, 64], &[37, 1024], &[8, 4096], &[3, 14336]]
             }
-            Op::SiluMul | Op::GeluMul if self.int8_copy() => &[&[64], &[1088], &[8 * 14336]],
+            // Whole 64-value groups (and gated pairs' groups).
+            Op::SiluMul | Op::GeluMul if self.int8_copy() || self.gated.is_some() => {
+                &[&[64], &[1088], &[8 * 14336]]
+            }
             Op::RmsNorm | Op::AddRmsNorm => &[&[1, 1], &[37, 1000], &[512, 4096], &[3, 14336]],
             // Rows of whole 64-value groups; the GEMM anchors' activations.
             Op::QuantizeActs => &[
@@ -545,6 +618,15 @@ impl Spec {
                 &[8, 14336, 4096],
                 &[1, 4096, 4096],
                 &[5, 1001, 768],
+            ],
+            // Ragged T and N (in whole pair groups), then llama3-8b's gate and up projections.
+            Op::QuantGemm if self.gated.is_some() => &[
+                &[1, 8, 256],
+                &[17, 40, 256],
+                &[67, 200, 768],
+                &[513, 136, 1024],
+                &[512, 14336, 4096],
+                &[2048, 14336, 4096],
             ],
             // Ragged T and N (K is whole super-blocks), then the anchor GEMMs.
             Op::QuantGemm => &[
@@ -652,7 +734,9 @@ impl Spec {
             // One group; two trips of the 1024-thread blocks, the second ragged; a second block
             // of 256 threads, ragged.
             Op::RmsNorm | Op::AddRmsNorm if self.int8_copy() => &[&[1, 64], &[3, 192], &[2, 4864]],
-            Op::SiluMul | Op::GeluMul if self.int8_copy() => &[&[64], &[1088]],
+            Op::SiluMul | Op::GeluMul if self.int8_copy() || self.gated.is_some() => {
+                &[&[64], &[1088]]
+            }
             Op::RmsNorm | Op::AddRmsNorm => &[&[1, 1], &[3, 100], &[2, 600]],
             // One group; ragged against the block of threads.
             Op::QuantizeActs => &[&[1, 64], &[3, 192], &[5, 1024]],
@@ -693,6 +777,11 @@ impl Spec {
                 &[&[1, 37, 512], &[8, 9, 256], &[11, 5, 768], &[2, 19, 4864]]
             }
             Op::Matvec => &[&[1, 37, 512], &[8, 9, 256], &[3, 5, 96], &[2, 19, 4864]],
+            // One and two block columns (of 64 outputs, the second ragged), two block rows
+            // (ragged).
+            Op::QuantGemm if self.gated.is_some() => {
+                &[&[17, 40, 256], &[67, 104, 512], &[130, 64, 256]]
+            }
             // Two block rows and columns at the default tiles.
             Op::QuantGemm => &[
                 &[17, 33, 256],
@@ -759,7 +848,9 @@ impl Spec {
         match self.op {
             // Decode: one token and a batch of 8.
             Op::RmsNorm | Op::AddRmsNorm if self.int8_copy() => &[&[1, 4096], &[8, 4096]],
-            Op::SiluMul | Op::GeluMul if self.int8_copy() => &[&[14336], &[8 * 14336]],
+            Op::SiluMul | Op::GeluMul if self.int8_copy() || self.gated.is_some() => {
+                &[&[14336], &[8 * 14336]]
+            }
             Op::RmsNorm | Op::AddRmsNorm => &[&[512, 4096], &[2048, 4096]],
             // The inputs of the anchor GEMMs (K = 4096 and 14336).
             Op::QuantizeActs => &[&[512, 4096], &[512, 14336], &[2048, 14336]],
@@ -770,6 +861,8 @@ impl Spec {
             // Residual at T = 512, feed-forward activations at T = 2048.
             Op::Add | Op::SiluMul | Op::GeluMul | Op::ToF16 => &[&[512 * 4096], &[2048 * 14336]],
             Op::Gemm => ANCHOR_GEMMS,
+            // An 8B model's gate and up projections (both: 2 x 14336 weight rows).
+            Op::QuantGemm if self.gated.is_some() => &[&[512, 14336, 4096], &[2048, 14336, 4096]],
             // The anchors, and an 8B model's key and value projections (8 KV heads of 128).
             Op::QuantGemm => &[
                 &[512, 4096, 14336],
@@ -828,6 +921,14 @@ impl Spec {
     /// Quantized weights need K to be a whole number of blocks (and of 64-weight slices for the
     /// quantized GEMMs).
     pub fn accepts(&self, s: &Shape) -> bool {
+        // A gated pair's width is whole groups.
+        let width = match self.op {
+            Op::QuantGemm => s.0[1],
+            _ => s.0[0],
+        };
+        if self.gated.is_some() && !width.is_multiple_of(PAIR_GROUP) {
+            return false;
+        }
         if self.int8_copy() {
             return s.0[s.0.len() - 1].is_multiple_of(reference::ACT_S8_GROUP);
         }
@@ -886,7 +987,10 @@ impl Spec {
             Op::Argmax | Op::TopK => vec![(d[0] * d[1], 8.0)],
             Op::Add => vec![(d[0], 1.0), (d[0], 1.0)],
             // Activations see both tails of the sigmoid.
-            Op::SiluMul | Op::GeluMul => vec![(d[0], 4.0), (d[0], 1.0)],
+            Op::SiluMul | Op::GeluMul => {
+                let n = self.gated.map_or(d[0], |_| 2 * d[0]);
+                vec![(n, 4.0), (n, 1.0)]
+            }
             // Values across many f16 exponents.
             Op::ToF16 => vec![(d[0], 100.0)],
             // The whole symmetric i8 range (as quantized activations use it).
@@ -894,7 +998,7 @@ impl Spec {
                 vec![(d[0] * d[2], I8_MAX), (d[1] * d[2], I8_MAX)]
             }
             Op::Gemm | Op::Matvec | Op::QuantGemm => {
-                vec![(d[0] * d[2], 1.0), (d[1] * d[2], 1.0)]
+                vec![(d[0] * d[2], 1.0), (self.weight_rows(s) * d[2], 1.0)]
             }
             Op::Dequant => vec![(d[0] * d[1], 1.0)],
             // Queries larger than keys, so that the softmax is not flat.
@@ -1229,6 +1333,10 @@ impl Spec {
                 ids.chain(top.iter().map(|&(_, v)| f64::from(v))).collect()
             }
             Op::Add => reference::zip_map(&inputs[0], &inputs[1], |a, b| a + b),
+            Op::SiluMul | Op::GeluMul if self.gated.is_some() => {
+                let pair = |x: &[f32]| x.iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
+                gated_unit(self.op, &pair(&inputs[0]), &pair(&inputs[1]), d[0], d[0])
+            }
             Op::SiluMul => {
                 reference::zip_map(&inputs[0], &inputs[1], |a, b| reference::silu(a) * b)
             }
@@ -1247,7 +1355,11 @@ impl Spec {
             Op::QuantizeActs => reference::decode_acts(&reference::quantize_acts(&inputs[0])),
             Op::Matvec | Op::QuantGemm => {
                 let w = reference::dequantized(self.weight_type(), &inputs[1]);
-                reference::gemm_xwt(&inputs[0], &w, d[1], d[2])
+                let y = reference::gemm_xwt(&inputs[0], &w, self.weight_rows(s), d[2]);
+                match self.gated {
+                    Some(op) => gated_unit(op, &y, &y, d[0] * d[1], d[1]),
+                    None => y,
+                }
             }
             Op::Attention => {
                 let (p, start) = attention_params(s);
@@ -1348,7 +1460,9 @@ impl Spec {
     pub fn cost(&self, s: &Shape) -> Cost {
         let d = &s.0;
         match self.op {
-            Op::Gemm | Op::QuantGemm => Cost::Flops(2.0 * d[0] as f64 * d[1] as f64 * d[2] as f64),
+            Op::Gemm | Op::QuantGemm => {
+                Cost::Flops(2.0 * d[0] as f64 * self.weight_rows(s) as f64 * d[2] as f64)
+            }
             // Per visible (query, key) pair and head: dk multiply-adds for the score, dv for
             // the value sum. Masked pairs are not counted (causal about halves a prefill).
             Op::Attention => {
@@ -1402,6 +1516,20 @@ impl Spec {
                 _ => self.input_elem(i).bytes(len),
             })
             .sum()
+    }
+
+    /// The rows of a GEMM's or matvec's weight matrix: N, or a gated pair's 2N.
+    pub fn weight_rows(&self, s: &Shape) -> usize {
+        match self.gated {
+            Some(_) => 2 * s.0[1],
+            None => s.0[1],
+        }
+    }
+
+    /// The T x N x K of the plain product a GEMM does ([`Spec::weight_rows`] as N): its
+    /// baseline's shape.
+    pub fn product_shape(&self, s: &Shape) -> Vec<usize> {
+        vec![s.0[0], self.weight_rows(s), s.0[2]]
     }
 
     /// The weight type of a kernel that takes quantized weights.

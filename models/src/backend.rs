@@ -82,6 +82,29 @@ pub trait Backend {
     ) -> Result<Self::Tensor> {
         attention_steps(self, layer, x, start, p)
     }
+    /// The gate and up matrices of a gated unit (`act(x gate^T) * (x up^T)`, same shape and
+    /// type, no biases) as one matrix that [`Backend::gated`] multiplies by, where this backend
+    /// runs both products at once; `None` (the default) where it runs them as two matrices.
+    fn gated_pair(
+        &self,
+        _gate: &HostMatrix<'_>,
+        _up: &HostMatrix<'_>,
+    ) -> Result<Option<Self::Matrix>> {
+        Ok(None)
+    }
+
+    /// `act(x gate^T) * (x up^T)` with a matrix made by [`Backend::gated_pair`].
+    fn gated(
+        &self,
+        _activation: Activation,
+        _x: &Self::Tensor,
+        _pair: &Self::Matrix,
+    ) -> Result<Self::Tensor> {
+        Err(ModelError::Backend(
+            "this backend makes no gated pairs".into(),
+        ))
+    }
+
     /// `act(gate) * x`, element-wise.
     fn glu(
         &self,

@@ -284,6 +284,31 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
     Some(format!("{kernel}{variant}"))
 }
 
+/// The gated-unit GEMM (gemm_wg's GLU: kernels/gemm_wg_glu.tile) for `t` tokens (more than
+/// [`MATVEC_MAX_T`]) of a gated pair of `ty` gate and up matrices of `n` rows and `k` columns
+/// each, with SiLU or (`gelu`) GELU; sm_90a only. It needs K in whole super-blocks and N in whole
+/// pair groups. Its tiles are the plain GEMM's two-warpgroup ones: 256 tokens, 128 tokens for
+/// short batches, and for Q5_K the producer warpgroup.
+pub fn gated_gemm(ty: GgmlType, gelu: bool, t: usize, n: usize, k: usize) -> Option<String> {
+    if !k.is_multiple_of(256) || !n.is_multiple_of(crate::specs::PAIR_GROUP) {
+        return None;
+    }
+    let kernel = match ty {
+        GgmlType::Q4_K => "gemm_q4k_wg",
+        GgmlType::Q5_K => "gemm_q5k_wg",
+        GgmlType::Q6_K => "gemm_q6k_wg",
+        GgmlType::Q8_0 => "gemm_q8_0_wg",
+        _ => return None,
+    };
+    let activation = if gelu { "gelu" } else { "silu" };
+    let variant = match ty {
+        _ if t <= 128 => "",
+        GgmlType::Q5_K => "@BT=256,PRODUCER=1",
+        _ => "@BT=256",
+    };
+    Some(format!("{kernel}_{activation}{variant}"))
+}
+
 /// SMs of the GPUs that run gemm_wg (sm_90a: H100 SXM and H200; an H100 PCIe has 114).
 const WGMMA_SMS: usize = 132;
 
@@ -489,8 +514,16 @@ mod tests {
                 (14336, 4096),
                 (4096, 256),
             ] {
-                for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
+                for ty in [
+                    GgmlType::Q4_K,
+                    GgmlType::Q5_K,
+                    GgmlType::Q6_K,
+                    GgmlType::Q8_0,
+                ] {
                     wgmma_names.extend(quant_gemm(ty, t, n, k, true));
+                    for gelu in [false, true] {
+                        wgmma_names.extend(gated_gemm(ty, gelu, t, n, k));
+                    }
                 }
             }
         }
@@ -510,6 +543,23 @@ mod tests {
 
     /// gemm_wg's producer (kernels/gemm_wg.tile) issues TMA copies only, and refills the weight
     /// ring safely only with at most 6 stages; the language cannot say so, the list must.
+    /// The gated GEMM needs K in whole super-blocks and N in whole pair groups, and has no
+    /// kernel for Q5_0.
+    #[test]
+    fn gated_gemms_take_whole_super_blocks_and_pair_groups() {
+        assert_eq!(
+            gated_gemm(GgmlType::Q4_K, false, 512, 14336, 4096).as_deref(),
+            Some("gemm_q4k_wg_silu@BT=256")
+        );
+        assert_eq!(
+            gated_gemm(GgmlType::Q5_K, true, 100, 2048, 256).as_deref(),
+            Some("gemm_q5k_wg_gelu")
+        );
+        assert_eq!(gated_gemm(GgmlType::Q4_K, false, 512, 2048, 640), None);
+        assert_eq!(gated_gemm(GgmlType::Q4_K, false, 512, 2044, 4096), None);
+        assert_eq!(gated_gemm(GgmlType::Q5_0, false, 512, 2048, 4096), None);
+    }
+
     #[test]
     fn producer_variants_keep_tma_and_at_most_six_stages() {
         let listed = crate::variants::parse(include_str!("../../kernels/variants.txt")).unwrap();

@@ -130,6 +130,10 @@ struct Kernels {
     gelu_mul_half: Arc<Kernel>,
     silu_mul_int8: Arc<Kernel>,
     gelu_mul_int8: Arc<Kernel>,
+    silu_mul_pairs: Arc<Kernel>,
+    gelu_mul_pairs: Arc<Kernel>,
+    silu_mul_pairs_int8: Arc<Kernel>,
+    gelu_mul_pairs_int8: Arc<Kernel>,
     to_f16: Arc<Kernel>,
     quantize_s8: Arc<Kernel>,
     embed: Arc<Kernel>,
@@ -158,6 +162,10 @@ impl Kernels {
             gelu_mul_half: k("gelu_mul_f32h")?,
             silu_mul_int8: k("silu_mul_f32q")?,
             gelu_mul_int8: k("gelu_mul_f32q")?,
+            silu_mul_pairs: k("silu_mul_pairs_f32")?,
+            gelu_mul_pairs: k("gelu_mul_pairs_f32")?,
+            silu_mul_pairs_int8: k("silu_mul_pairs_f32q")?,
+            gelu_mul_pairs_int8: k("gelu_mul_pairs_f32q")?,
             to_f16: k("f32_to_f16")?,
             quantize_s8: k("quantize_s8")?,
             embed: k("embed_f16")?,
@@ -183,6 +191,9 @@ pub struct Matrix {
     out_dim: usize,
     in_dim: usize,
     bias: Option<DeviceBuffer<f32>>,
+    /// A gated pair ([`Backend::gated_pair`]): the `out_dim` rows are a gate and an up matrix
+    /// in a gated pair's layout (groups of [`specs::PAIR_GROUP`] rows alternate).
+    paired: bool,
 }
 
 enum Weights {
@@ -306,6 +317,8 @@ enum Product {
     Matvec(GgmlType),
     MatvecS8(GgmlType),
     QuantGemm(GgmlType),
+    /// A gated pair's products with the activation (true for GELU) in the epilogue.
+    GatedGemm(GgmlType, bool),
     GemmF16,
 }
 
@@ -637,6 +650,10 @@ impl Gpu {
             Product::Matvec(ty) => Some(dispatch::matvec(ty, t, n, k)),
             Product::MatvecS8(ty) => dispatch::matvec_s8(ty, t, n, k),
             Product::QuantGemm(ty) => dispatch::quant_gemm(ty, t, n, k, self.wgmma),
+            Product::GatedGemm(ty, gelu) => match self.wgmma {
+                true => dispatch::gated_gemm(ty, gelu, t, n, k),
+                false => None,
+            },
             Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
         };
         let kernel = default.map(|name| self.tuned(&name, t, n, k)).transpose()?;
@@ -895,6 +912,46 @@ impl Gpu {
         }
     }
 
+    /// `act(gate) * x` of `len` values for the down projection, which is its only reader; with
+    /// `pairs`, from gate and up values in a gated pair's layout (`gate`'s gates, `x`'s up
+    /// values: a paired matrix's matvec output as both).
+    fn gated_product(
+        &self,
+        activation: Activation,
+        gate: &Act,
+        x: &Act,
+        len: usize,
+        pairs: bool,
+    ) -> Result<Act> {
+        let rows = self.batch.get();
+        let copy = match self.input_copy(rows, len / rows) {
+            // No paired kernel writes f16: decode batches do not read it.
+            InputCopy::Half if pairs => InputCopy::None,
+            copy => copy,
+        };
+        let k = &self.kernels;
+        let kernel = match (activation, copy, pairs) {
+            (Activation::Silu, InputCopy::None, false) => &k.silu_mul,
+            (Activation::Silu, InputCopy::Half, _) => &k.silu_mul_half,
+            (Activation::Silu, InputCopy::Int8, false) => &k.silu_mul_int8,
+            (Activation::Silu, InputCopy::None, true) => &k.silu_mul_pairs,
+            (Activation::Silu, InputCopy::Int8, true) => &k.silu_mul_pairs_int8,
+            (Activation::GeluTanh, InputCopy::None, false) => &k.gelu_mul,
+            (Activation::GeluTanh, InputCopy::Half, _) => &k.gelu_mul_half,
+            (Activation::GeluTanh, InputCopy::Int8, false) => &k.gelu_mul_int8,
+            (Activation::GeluTanh, InputCopy::None, true) => &k.gelu_mul_pairs,
+            (Activation::GeluTanh, InputCopy::Int8, true) => &k.gelu_mul_pairs_int8,
+            (Activation::Sigmoid, ..) => return unsupported("sigmoid-gated attention"),
+        };
+        let mut y = self.alloc(len)?;
+        let mut y_copy = self.copy_buffer(copy, len)?;
+        let mut args = vec![gate.into(), x.into(), (&mut y).into()];
+        args.extend(y_copy.arg());
+        args.push(u32_arg(len)?);
+        self.launch(kernel, &mut args)?;
+        Ok(Act::with_copy(y, y_copy))
+    }
+
     /// A buffer for a kernel's `copy` of its output of `len` values.
     fn copy_buffer(&self, copy: InputCopy, len: usize) -> Result<CopyBuffer> {
         let stream = &self.queue.stream;
@@ -997,7 +1054,76 @@ impl Backend for Gpu {
                 .map(|b| self.queue.stream.upload(&b))
                 .transpose()
                 .gpu()?,
+            paired: false,
         })
+    }
+
+    fn gated_pair(&self, gate: &HostMatrix<'_>, up: &HostMatrix<'_>) -> Result<Option<Matrix>> {
+        let (n, k) = (gate.rows, gate.cols);
+        let same = gate.ty == up.ty && (up.rows, up.cols) == (n, k);
+        // Either activation: the kernels exist for both or neither.
+        let kernel = self.product_kernel(
+            Product::GatedGemm(gate.ty, false),
+            dispatch::MATVEC_MAX_T + 1,
+            n,
+            k,
+        )?;
+        if !same || kernel.is_none() || gate.data.len() != up.data.len() {
+            return Ok(None);
+        }
+        let group = specs::PAIR_GROUP * gate.data.len() / n;
+        let mut rows = Vec::with_capacity(2 * gate.data.len());
+        for (g, u) in gate.data.chunks(group).zip(up.data.chunks(group)) {
+            rows.extend_from_slice(g);
+            rows.extend_from_slice(u);
+        }
+        let pair = HostMatrix {
+            name: format!("{} and {}", gate.name, up.name),
+            ty: gate.ty,
+            rows: 2 * n,
+            cols: k,
+            data: rows.into(),
+        };
+        let matrix = self.matrix(pair, None)?;
+        Ok(Some(Matrix {
+            paired: true,
+            ..matrix
+        }))
+    }
+
+    fn gated(&self, activation: Activation, x: &Act, pair: &Matrix) -> Result<Act> {
+        let (n, k) = (pair.out_dim / 2, pair.in_dim);
+        let t = x.len() / k;
+        if t <= dispatch::MATVEC_MAX_T {
+            // Decode: one matvec over both matrices, then the gated product of its pairs.
+            let both = self.matmul(x, pair)?;
+            return self.gated_product(activation, &both, &both, t * n, true);
+        }
+        let gelu = match activation {
+            Activation::Silu => false,
+            Activation::GeluTanh => true,
+            Activation::Sigmoid => return unsupported("sigmoid-gated pairs"),
+        };
+        let (Weights::Quant { ty, blocks }, true) = (&pair.w, pair.paired) else {
+            return unsupported("a gated product of a matrix that is no gated pair");
+        };
+        let Some(kernel) = self.product_kernel(Product::GatedGemm(*ty, gelu), t, n, k)? else {
+            return unsupported("a gated pair of this type and shape");
+        };
+        let xh = x.half(&self.queue, &self.kernels.to_f16)?;
+        let mut y = self.alloc(t * n)?;
+        self.launch(
+            &kernel,
+            &mut [
+                (&*xh).into(),
+                blocks.into(),
+                (&mut y).into(),
+                u32_arg(t)?,
+                u32_arg(n)?,
+                u32_arg(k)?,
+            ],
+        )?;
+        Ok(y.into())
     }
 
     fn vector(&self, v: Vec<f32>) -> Result<DeviceBuffer<f32>> {
@@ -1284,26 +1410,7 @@ impl Backend for Gpu {
     }
 
     fn glu(&self, activation: Activation, gate: &Act, x: &Act) -> Result<Act> {
-        // The gated product feeds the down projection only.
-        let rows = self.batch.get();
-        let copy = self.input_copy(rows, x.len() / rows);
-        let k = &self.kernels;
-        let kernel = match (activation, copy) {
-            (Activation::Silu, InputCopy::None) => &k.silu_mul,
-            (Activation::Silu, InputCopy::Half) => &k.silu_mul_half,
-            (Activation::Silu, InputCopy::Int8) => &k.silu_mul_int8,
-            (Activation::GeluTanh, InputCopy::None) => &k.gelu_mul,
-            (Activation::GeluTanh, InputCopy::Half) => &k.gelu_mul_half,
-            (Activation::GeluTanh, InputCopy::Int8) => &k.gelu_mul_int8,
-            (Activation::Sigmoid, _) => return unsupported("sigmoid-gated attention"),
-        };
-        let mut y = self.alloc(x.len())?;
-        let mut y_copy = self.copy_buffer(copy, x.len())?;
-        let mut args = vec![gate.into(), x.into(), (&mut y).into()];
-        args.extend(y_copy.arg());
-        args.push(u32_arg(x.len())?);
-        self.launch(kernel, &mut args)?;
-        Ok(Act::with_copy(y, y_copy))
+        self.gated_product(activation, gate, x, x.len(), false)
     }
 
     fn gate_rows(&self, _: &mut Act, _: &Act) -> Result<()> {

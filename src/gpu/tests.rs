@@ -101,11 +101,11 @@ fn written(synth: &Synth) -> Gguf {
 }
 
 /// Runs [`tiny_model`] of `preset` on the GPU backend over the emulated device and on the CPU
-/// reference, and compares the logits at every prompt position and decode step. The decode-size
-/// products take f32 activations here, as the CPU reference does; [`S8_TOLERANCE`] bounds the
-/// default int8 ones.
-fn check_on_emulated_device(name: &str, tolerance: f32) {
-    check_model_on_emulated_device(name, tiny_model(name), tolerance, false);
+/// reference, and compares the logits at every prompt position and decode step; returns the
+/// names of the kernels the GPU backend launched. The decode-size products take f32 activations
+/// here, as the CPU reference does; [`S8_TOLERANCE`] bounds the default int8 ones.
+fn check_on_emulated_device(name: &str, tolerance: f32) -> Vec<String> {
+    check_model_on_emulated_device(name, tiny_model(name), tolerance, false)
 }
 
 /// Returns the names of the kernels the GPU backend launched.
@@ -138,9 +138,24 @@ fn check_model_on_emulated_device(
     launched.into_keys().collect()
 }
 
+/// Its gate and up matrices are gated pairs (sm_90a's registry): the prompt's chunks take the
+/// gated GEMM and the decode-size batches the pairs' matvec and gated product.
 #[test]
 fn llama3_on_the_emulated_device_matches_the_cpu() {
-    check_on_emulated_device("llama3-8b", DEFAULT_TOLERANCE);
+    let launched = check_on_emulated_device("llama3-8b", DEFAULT_TOLERANCE);
+    assert_launched(&launched, &["gemm_q4k_wg_silu", "silu_mul_pairs_f32"]);
+}
+
+/// Fails unless a kernel (or variant) of each name in `kernels` is in `launched`.
+fn assert_launched(launched: &[String], kernels: &[&str]) {
+    for kernel in kernels {
+        assert!(
+            launched
+                .iter()
+                .any(|name| name.split('@').next() == Some(kernel)),
+            "{kernel} never ran: {launched:?}"
+        );
+    }
 }
 
 /// The tiny llama with its Q4_K matrices stored as Q5_K (as a Q5_K_M file has them): matvec_q5k,
@@ -164,7 +179,8 @@ fn qwen3_on_the_emulated_device_matches_the_cpu() {
 
 #[test]
 fn gemma3_on_the_emulated_device_matches_the_cpu() {
-    check_on_emulated_device("gemma3-27b", DEFAULT_TOLERANCE);
+    let launched = check_on_emulated_device("gemma3-27b", DEFAULT_TOLERANCE);
+    assert_launched(&launched, &["gemm_q4k_wg_gelu", "gelu_mul_pairs_f32"]);
 }
 
 /// The decode-size products on int8 activations (quantize_s8, then matvec_q4k_s8 or
@@ -175,7 +191,12 @@ fn gemma3_on_the_emulated_device_matches_the_cpu() {
 #[test]
 fn int8_decode_products_on_the_emulated_device_stay_near_the_cpu() {
     for name in ["llama3-8b", "qwen3-8b", "gemma3-27b"] {
-        check_model_on_emulated_device(name, tiny_model(name), S8_TOLERANCE, true);
+        let launched = check_model_on_emulated_device(name, tiny_model(name), S8_TOLERANCE, true);
+        let gated = match name {
+            "gemma3-27b" => "gelu_mul_pairs_f32q",
+            _ => "silu_mul_pairs_f32q",
+        };
+        assert_launched(&launched, &[gated]);
     }
 }
 
@@ -189,12 +210,7 @@ fn int8_decode_products_of_32_weight_blocks_stay_near_the_cpu() {
     synth.retype(GgmlType::Q6_K, GgmlType::Q8_0).unwrap();
     let launched =
         check_model_on_emulated_device("gemma3-27b Q5_0/Q8_0", written(&synth), S8_TOLERANCE, true);
-    for kernel in ["matvec_q5_0_s8", "matvec_q8_0_s8"] {
-        assert!(
-            launched.iter().any(|name| name.starts_with(kernel)),
-            "{kernel} never ran: {launched:?}"
-        );
-    }
+    assert_launched(&launched, &["matvec_q5_0_s8", "matvec_q8_0_s8"]);
 }
 
 /// The norms and gated products of decode-size batches write the int8 blocks of their output

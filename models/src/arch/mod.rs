@@ -155,15 +155,42 @@ impl<'a, B: Backend> Loader<'a, B> {
     /// The `[out][in]` matrix `name` with its bias (`name` with `.bias` for `.weight`) if the
     /// file has one.
     pub fn matrix(&self, name: &str, out_dim: usize, in_dim: usize) -> Result<B::Matrix> {
-        let bias_name = name
-            .strip_suffix(".weight")
-            .map(|stem| format!("{stem}.bias"));
-        let bias = match bias_name {
+        let bias = match bias_name(name) {
             Some(b) if self.has(&b) => Some(self.f32(&b, &[out_dim])?),
             _ => None,
         };
         self.matrix_from(self.host(name, &[in_dim, out_dim])?, bias)
     }
+
+    /// A gated unit's `[out][in]` gate and up matrices: one pair where the backend runs them
+    /// together and neither has a bias, else two matrices.
+    pub fn gate_up(
+        &self,
+        gate: &str,
+        up: &str,
+        out_dim: usize,
+        in_dim: usize,
+    ) -> Result<GateUp<B::Matrix>> {
+        let biased = [gate, up]
+            .iter()
+            .any(|name| bias_name(name).is_some_and(|b| self.has(&b)));
+        if !biased {
+            let host = |name| self.host(name, &[in_dim, out_dim]);
+            if let Some(pair) = self.backend.gated_pair(&host(gate)?, &host(up)?)? {
+                return Ok(GateUp::Paired(pair));
+            }
+        }
+        Ok(GateUp::Separate {
+            gate: self.matrix(gate, out_dim, in_dim)?,
+            up: self.matrix(up, out_dim, in_dim)?,
+        })
+    }
+}
+
+/// `NAME.bias` for a tensor `NAME.weight`.
+fn bias_name(name: &str) -> Option<String> {
+    name.strip_suffix(".weight")
+        .map(|stem| format!("{stem}.bias"))
 }
 
 /// `blk.{layer}.{name}.weight`.
@@ -286,10 +313,16 @@ impl<B: Backend> Attention<B> {
 
 /// `down(act(gate x) * up x)`.
 pub(crate) struct GatedFfn<B: Backend> {
-    pub gate: B::Matrix,
-    pub up: B::Matrix,
+    pub gate_up: GateUp<B::Matrix>,
     pub down: B::Matrix,
     pub activation: Activation,
+}
+
+/// A gated unit's gate and up matrices: two, or one the backend multiplies by at once
+/// ([`Backend::gated_pair`]).
+pub(crate) enum GateUp<M> {
+    Separate { gate: M, up: M },
+    Paired(M),
 }
 
 impl<B: Backend> GatedFfn<B> {
@@ -308,19 +341,19 @@ impl<B: Backend> GatedFfn<B> {
     ) -> Result<Self> {
         let t = |name: &str| layer_tensor(layer, &format!("{name}{suffix}"));
         Ok(Self {
-            gate: w.matrix(&t("ffn_gate"), ff, n_embd)?,
-            up: w.matrix(&t("ffn_up"), ff, n_embd)?,
+            gate_up: w.gate_up(&t("ffn_gate"), &t("ffn_up"), ff, n_embd)?,
             down: w.matrix(&t("ffn_down"), n_embd, ff)?,
             activation,
         })
     }
 
     pub fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
-        let h = b.glu(
-            self.activation,
-            &b.matmul(x, &self.gate)?,
-            &b.matmul(x, &self.up)?,
-        )?;
+        let h = match &self.gate_up {
+            GateUp::Separate { gate, up } => {
+                b.glu(self.activation, &b.matmul(x, gate)?, &b.matmul(x, up)?)?
+            }
+            GateUp::Paired(pair) => b.gated(self.activation, x, pair)?,
+        };
         b.matmul(&h, &self.down)
     }
 }

@@ -20,7 +20,7 @@ pub use ops::{
 
 use delta_net::delta_net_step;
 
-use crate::arch::GatedFfn;
+use crate::arch::{GateUp, GatedFfn};
 use crate::backend::{
     Activation, AttentionParams, Backend, DeltaNetStep, ExpertMatrices, HostExperts, HostMatrix,
     Result, RopeTable, Router,
@@ -85,8 +85,7 @@ impl Backend for Cpu {
             .zip(ups)
             .zip(downs)
             .map(|((gate, up), down)| GatedFfn {
-                gate,
-                up,
+                gate_up: GateUp::Separate { gate, up },
                 down,
                 activation,
             })

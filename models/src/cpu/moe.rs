@@ -99,6 +99,7 @@ impl Experts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::GateUp;
     use crate::backend::Activation;
     use crate::cpu::Linear;
 
@@ -143,8 +144,10 @@ mod tests {
         let n = 2;
         let identity: Vec<f32> = (0..n * n).map(|i| f32::from(i % (n + 1) == 0)).collect();
         let ffn = |e: usize| GatedFfn {
-            gate: Linear::new(n, n, identity.iter().map(|v| v * 50.0).collect(), None),
-            up: Linear::new(n, n, vec![0.0; n * n], Some(vec![(e + 1) as f32 / 50.0; n])),
+            gate_up: GateUp::Separate {
+                gate: Linear::new(n, n, identity.iter().map(|v| v * 50.0).collect(), None),
+                up: Linear::new(n, n, vec![0.0; n * n], Some(vec![(e + 1) as f32 / 50.0; n])),
+            },
             down: Linear::new(n, n, identity.clone(), None),
             activation: Activation::Silu,
         };
