@@ -1,4 +1,4 @@
-//! `zinc bench [-m FILE.gguf] [-p 512,...] [-n 128,...] [-r 5] [--ubatch 512] [--json FILE]
+//! `zinc bench [-m FILE.gguf] [-p 512,...] [-n 128,...] [-r 5] [--ubatch 2048] [--json FILE]
 //! [--profile] [--cpu]`: llama-bench-style throughput of a whole model. `ppP` prefills P random
 //! tokens into an empty cache; `tgN` generates N tokens one at a time from an empty cache. Each
 //! test ends every forward pass as greedy generation does: the next token picked on the backend
@@ -48,8 +48,8 @@ pub struct Args {
     /// Timed repetitions of each test, after one warm-up run.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     repetitions: usize,
-    /// Prefill in chunks of this many tokens.
-    #[arg(long, default_value_t = 512)]
+    /// Prefill in chunks of this many tokens (llama-bench's default is 512).
+    #[arg(long, default_value_t = crate::cmd_run::DEFAULT_UBATCH)]
     ubatch: usize,
     /// Also write the results as JSON to this file.
     #[arg(long)]

@@ -20,6 +20,12 @@ use crate::harness;
 /// Where scripts/fetch-gemma3-270m.sh puts the project's default model.
 pub const DEFAULT_MODEL: &str = ".models/gemma-3-270m-q4_k_m.gguf";
 
+/// Prompt tokens per prefill chunk by default. Longer chunks keep the GEMMs on their large
+/// tiles: on the H200, llama3-8b Q4_K_M pp2048 ran at 30,663/30,454 tok/s in chunks of 512,
+/// 35,008/35,045 in chunks of 1024 and 35,727/36,034 in one chunk (docs/PERF.md, session 13);
+/// the activations of 2048 tokens take a few hundred MB.
+pub const DEFAULT_UBATCH: usize = 2048;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Run on the CPU reference forward pass. Without it zinc uses the GPU where there is one
@@ -30,7 +36,7 @@ pub struct Args {
     #[arg(long, default_value_t = 4096)]
     ctx: usize,
     /// Prefill the prompt in chunks of this many tokens.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = DEFAULT_UBATCH)]
     ubatch: usize,
     /// The GGUF model [default: .models/gemma-3-270m-q4_k_m.gguf].
     #[arg(short = 'm', long = "model")]
