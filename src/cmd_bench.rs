@@ -435,15 +435,14 @@ fn fastest_variants(rows: &[Row]) -> Vec<Fastest> {
 /// Whether the engine's dispatch runs kernel or variant `name` at `shape`: for a quantized
 /// GEMM (above `MATVEC_MAX_T` tokens) or matvec (up to it), the one `gpu::dispatch` picks for
 /// its weight type and activations (f16 or f32 in; int8 blocks for the matvecs, none for the
-/// GEMMs; a gated pair's only with `wgmma`), with or without `wgmma`; of any other kernel, its
-/// default.
+/// GEMMs), with or without `wgmma`; of any other kernel, its default.
 fn engine_runs(name: &str, spec: &Spec, shape: &Shape, wgmma: bool) -> bool {
     let decode = |t: usize| t <= dispatch::MATVEC_MAX_T;
     let pick = match (spec.op, spec.weight, spec.input, shape.0.as_slice()) {
         (Op::QuantGemm, Some(ty), Elem::F16, &[t, n, k]) if spec.gated.is_some() => {
             let gelu = spec.gated == Some(Op::GeluMul);
-            (wgmma && !decode(t))
-                .then(|| dispatch::gated_gemm(ty, gelu, t, n, k))
+            (!decode(t))
+                .then(|| dispatch::gated_gemm(ty, gelu, t, n, k, wgmma))
                 .flatten()
         }
         (Op::QuantGemm, Some(ty), Elem::F16, &[t, n, k]) if !decode(t) => {

@@ -271,6 +271,12 @@ pub const SPECS: &[Spec] = &[
     gated_gemm("gemm_q6k_wg_gelu", GgmlType::Q6_K, Op::GeluMul),
     gated_gemm("gemm_q8_0_wg_silu", GgmlType::Q8_0, Op::SiluMul),
     gated_gemm("gemm_q8_0_wg_gelu", GgmlType::Q8_0, Op::GeluMul),
+    // The same on gemm_q4k's mma.sync kernel (GLU in kernels/gemm_q4k.tile), for the GPUs
+    // without wgmma.
+    gated_gemm("gemm_q4k_silu", GgmlType::Q4_K, Op::SiluMul),
+    gated_gemm("gemm_q4k_gelu", GgmlType::Q4_K, Op::GeluMul),
+    gated_gemm("gemm_q5k_silu", GgmlType::Q5_K, Op::SiluMul),
+    gated_gemm("gemm_q5k_gelu", GgmlType::Q5_K, Op::GeluMul),
     // A paired matrix's matvec output (gate and up interleaved) to the gated product.
     paired("silu_mul_pairs_f32", Op::SiluMul, None),
     paired("gelu_mul_pairs_f32", Op::GeluMul, None),

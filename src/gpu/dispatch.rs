@@ -284,14 +284,35 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
     Some(format!("{kernel}{variant}"))
 }
 
-/// The gated-unit GEMM (gemm_wg's GLU: kernels/gemm_wg_glu.tile) for `t` tokens (more than
-/// [`MATVEC_MAX_T`]) of a gated pair of `ty` gate and up matrices of `n` rows and `k` columns
-/// each, with SiLU or (`gelu`) GELU; sm_90a only. It needs K in whole super-blocks and N in whole
-/// pair groups. Its tiles are the plain GEMM's two-warpgroup ones: 256 tokens, 128 tokens for
-/// short batches, and for Q5_K the producer warpgroup.
-pub fn gated_gemm(ty: GgmlType, gelu: bool, t: usize, n: usize, k: usize) -> Option<String> {
+/// The gated-unit GEMM for `t` tokens (more than [`MATVEC_MAX_T`]) of a gated pair of `ty` gate
+/// and up matrices of `n` rows and `k` columns each, with SiLU or (`gelu`) GELU, if there is one.
+/// It needs K in whole super-blocks and N in whole pair groups. With `wgmma`, gemm_wg's GLU
+/// (kernels/gemm_wg_glu.tile) on the plain GEMM's two-warpgroup tiles: 256 tokens, 128 for short
+/// batches, and for Q5_K the producer warpgroup. Without, gemm_q4k's GLU
+/// (kernels/gemm_q4k_glu.tile, Q4_K and Q5_K) on gemm_q4k's tiles for the pair's 2N rows.
+pub fn gated_gemm(
+    ty: GgmlType,
+    gelu: bool,
+    t: usize,
+    n: usize,
+    k: usize,
+    wgmma: bool,
+) -> Option<String> {
     if !k.is_multiple_of(256) || !n.is_multiple_of(crate::specs::PAIR_GROUP) {
         return None;
+    }
+    let activation = if gelu { "gelu" } else { "silu" };
+    if !wgmma {
+        let kernel = match ty {
+            GgmlType::Q4_K => "gemm_q4k",
+            GgmlType::Q5_K => "gemm_q5k",
+            _ => return None,
+        };
+        let variant = match quant_gemm(ty, t, 2 * n, k, false)?.split_once('@') {
+            Some((_, v)) if !v.contains("SPLITK") => format!("@{v}"),
+            _ => String::new(),
+        };
+        return Some(format!("{kernel}_{activation}{variant}"));
     }
     let kernel = match ty {
         GgmlType::Q4_K => "gemm_q4k_wg",
@@ -300,7 +321,6 @@ pub fn gated_gemm(ty: GgmlType, gelu: bool, t: usize, n: usize, k: usize) -> Opt
         GgmlType::Q8_0 => "gemm_q8_0_wg",
         _ => return None,
     };
-    let activation = if gelu { "gelu" } else { "silu" };
     let variant = match ty {
         _ if t <= 128 => "",
         GgmlType::Q5_K => "@BT=256,PRODUCER=1",
@@ -522,7 +542,8 @@ mod tests {
                 ] {
                     wgmma_names.extend(quant_gemm(ty, t, n, k, true));
                     for gelu in [false, true] {
-                        wgmma_names.extend(gated_gemm(ty, gelu, t, n, k));
+                        wgmma_names.extend(gated_gemm(ty, gelu, t, n, k, true));
+                        names.extend(gated_gemm(ty, gelu, t, n, k, false));
                     }
                 }
             }
@@ -544,20 +565,31 @@ mod tests {
     /// gemm_wg's producer (kernels/gemm_wg.tile) issues TMA copies only, and refills the weight
     /// ring safely only with at most 6 stages; the language cannot say so, the list must.
     /// The gated GEMM needs K in whole super-blocks and N in whole pair groups, and has no
-    /// kernel for Q5_0.
+    /// kernel for Q5_0 (nor, without wgmma, for Q6_K and Q8_0).
     #[test]
     fn gated_gemms_take_whole_super_blocks_and_pair_groups() {
+        let pick = |ty, gelu, t, n, k, wgmma| gated_gemm(ty, gelu, t, n, k, wgmma);
         assert_eq!(
-            gated_gemm(GgmlType::Q4_K, false, 512, 14336, 4096).as_deref(),
+            pick(GgmlType::Q4_K, false, 512, 14336, 4096, true).as_deref(),
             Some("gemm_q4k_wg_silu@BT=256")
         );
         assert_eq!(
-            gated_gemm(GgmlType::Q5_K, true, 100, 2048, 256).as_deref(),
+            pick(GgmlType::Q5_K, true, 100, 2048, 256, true).as_deref(),
             Some("gemm_q5k_wg_gelu")
         );
-        assert_eq!(gated_gemm(GgmlType::Q4_K, false, 512, 2048, 640), None);
-        assert_eq!(gated_gemm(GgmlType::Q4_K, false, 512, 2044, 4096), None);
-        assert_eq!(gated_gemm(GgmlType::Q5_0, false, 512, 2048, 4096), None);
+        // Without wgmma: gemm_q4k's tiles for 2N rows, never its K split.
+        assert_eq!(
+            pick(GgmlType::Q4_K, false, 512, 14336, 4096, false).as_deref(),
+            Some("gemm_q4k_silu@BN=64")
+        );
+        assert_eq!(
+            pick(GgmlType::Q5_K, true, 2048, 14336, 4096, false).as_deref(),
+            Some("gemm_q5k_gelu@BM=256,STAGES=2")
+        );
+        assert_eq!(pick(GgmlType::Q6_K, false, 512, 14336, 4096, false), None);
+        assert_eq!(pick(GgmlType::Q4_K, false, 512, 2048, 640, true), None);
+        assert_eq!(pick(GgmlType::Q4_K, false, 512, 2044, 4096, true), None);
+        assert_eq!(pick(GgmlType::Q5_0, false, 512, 2048, 4096, true), None);
     }
 
     #[test]

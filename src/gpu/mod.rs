@@ -650,10 +650,7 @@ impl Gpu {
             Product::Matvec(ty) => Some(dispatch::matvec(ty, t, n, k)),
             Product::MatvecS8(ty) => dispatch::matvec_s8(ty, t, n, k),
             Product::QuantGemm(ty) => dispatch::quant_gemm(ty, t, n, k, self.wgmma),
-            Product::GatedGemm(ty, gelu) => match self.wgmma {
-                true => dispatch::gated_gemm(ty, gelu, t, n, k),
-                false => None,
-            },
+            Product::GatedGemm(ty, gelu) => dispatch::gated_gemm(ty, gelu, t, n, k, self.wgmma),
             Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
         };
         let kernel = default.map(|name| self.tuned(&name, t, n, k)).transpose()?;

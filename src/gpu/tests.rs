@@ -105,15 +105,26 @@ fn written(synth: &Synth) -> Gguf {
 /// names of the kernels the GPU backend launched. The decode-size products take f32 activations
 /// here, as the CPU reference does; [`S8_TOLERANCE`] bounds the default int8 ones.
 fn check_on_emulated_device(name: &str, tolerance: f32) -> Vec<String> {
-    check_model_on_emulated_device(name, tiny_model(name), tolerance, false)
+    check_model_on_emulated_device(name, tiny_model(name), tolerance, f32_decode)
 }
 
-/// Returns the names of the kernels the GPU backend launched.
+/// Decode-size products on f32 activations, as the CPU reference's.
+fn f32_decode(gpu: &mut Gpu) {
+    gpu.s8_decode = false;
+}
+
+/// Decode-size products on int8 activations, the engine's default.
+fn int8_decode(gpu: &mut Gpu) {
+    gpu.s8_decode = true;
+}
+
+/// [`check_on_emulated_device`] of `gguf`, with the backend set up by `configure` before the
+/// model loads.
 fn check_model_on_emulated_device(
     name: &str,
     gguf: Gguf,
     tolerance: f32,
-    s8_decode: bool,
+    configure: fn(&mut Gpu),
 ) -> Vec<String> {
     let started = Instant::now();
     let device = Arc::new(crate::emulator::device());
@@ -121,7 +132,7 @@ fn check_model_on_emulated_device(
     let ctx = PROMPT + N_DECODE;
     let mut gpu = Model::with_backend(&gguf, |c| {
         let mut gpu = Gpu::new(&device, c, ctx, weights)?;
-        gpu.s8_decode = s8_decode;
+        configure(&mut gpu);
         Ok(gpu)
     })
     .unwrap();
@@ -169,7 +180,26 @@ fn llama3_with_q5_k_weights_on_the_emulated_device_matches_the_cpu() {
         .tensors()
         .iter()
         .any(|t| t.ggml_type().ok() == Some(GgmlType::Q5_K)));
-    check_model_on_emulated_device("llama3-8b Q5_K", gguf, DEFAULT_TOLERANCE, false);
+    check_model_on_emulated_device("llama3-8b Q5_K", gguf, DEFAULT_TOLERANCE, f32_decode);
+}
+
+/// Without wgmma (the kernels of the RTX 4090 and 5090) the gate and up pairs take gemm_q4k's
+/// gated GEMM, the other products gemm_q4k and gemm_q6k.
+#[test]
+fn gated_pairs_without_wgmma_match_the_cpu() {
+    let launched = check_model_on_emulated_device(
+        "llama3-8b mma.sync",
+        tiny_model("llama3-8b"),
+        DEFAULT_TOLERANCE,
+        |gpu| {
+            gpu.s8_decode = false;
+            gpu.wgmma = false;
+        },
+    );
+    assert_launched(
+        &launched,
+        &["gemm_q4k_silu", "gemm_q4k", "silu_mul_pairs_f32"],
+    );
 }
 
 #[test]
@@ -191,7 +221,8 @@ fn gemma3_on_the_emulated_device_matches_the_cpu() {
 #[test]
 fn int8_decode_products_on_the_emulated_device_stay_near_the_cpu() {
     for name in ["llama3-8b", "qwen3-8b", "gemma3-27b"] {
-        let launched = check_model_on_emulated_device(name, tiny_model(name), S8_TOLERANCE, true);
+        let launched =
+            check_model_on_emulated_device(name, tiny_model(name), S8_TOLERANCE, int8_decode);
         let gated = match name {
             "gemma3-27b" => "gelu_mul_pairs_f32q",
             _ => "silu_mul_pairs_f32q",
@@ -208,8 +239,12 @@ fn int8_decode_products_of_32_weight_blocks_stay_near_the_cpu() {
     let mut synth = tiny_synth("gemma3-27b");
     synth.retype(GgmlType::Q4_K, GgmlType::Q5_0).unwrap();
     synth.retype(GgmlType::Q6_K, GgmlType::Q8_0).unwrap();
-    let launched =
-        check_model_on_emulated_device("gemma3-27b Q5_0/Q8_0", written(&synth), S8_TOLERANCE, true);
+    let launched = check_model_on_emulated_device(
+        "gemma3-27b Q5_0/Q8_0",
+        written(&synth),
+        S8_TOLERANCE,
+        int8_decode,
+    );
     assert_launched(&launched, &["matvec_q5_0_s8", "matvec_q8_0_s8"]);
 }
 
