@@ -246,12 +246,8 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
         return None;
     }
     if wgmma && k.is_multiple_of(256) {
-        match ty {
-            GgmlType::Q4_K => return Some(wgmma_tiles("gemm_q4k_wg", t, n, k)),
-            GgmlType::Q5_K => return Some(wgmma_tiles("gemm_q5k_wg", t, n, k)),
-            GgmlType::Q6_K => return Some(wgmma_tiles("gemm_q6k_wg", t, n, k)),
-            GgmlType::Q8_0 => return Some(wgmma_tiles("gemm_q8_0_wg", t, n, k)),
-            _ => {}
+        if let Some(kernel) = wgmma_kernel(ty) {
+            return Some(wgmma_tiles(kernel, t, n, k));
         }
     }
     let kernel = match ty {
@@ -314,19 +310,24 @@ pub fn gated_gemm(
         };
         return Some(format!("{kernel}_{activation}{variant}"));
     }
-    let kernel = match ty {
-        GgmlType::Q4_K => "gemm_q4k_wg",
-        GgmlType::Q5_K => "gemm_q5k_wg",
-        GgmlType::Q6_K => "gemm_q6k_wg",
-        GgmlType::Q8_0 => "gemm_q8_0_wg",
-        _ => return None,
-    };
+    let kernel = wgmma_kernel(ty)?;
     let variant = match ty {
         _ if t <= 128 => "",
         GgmlType::Q5_K => "@BT=256,PRODUCER=1",
         _ => "@BT=256",
     };
     Some(format!("{kernel}_{activation}{variant}"))
+}
+
+/// gemm_wg's kernel for `ty` weights (kernels/gemm_wg.tile), if it has one.
+fn wgmma_kernel(ty: GgmlType) -> Option<&'static str> {
+    match ty {
+        GgmlType::Q4_K => Some("gemm_q4k_wg"),
+        GgmlType::Q5_K => Some("gemm_q5k_wg"),
+        GgmlType::Q6_K => Some("gemm_q6k_wg"),
+        GgmlType::Q8_0 => Some("gemm_q8_0_wg"),
+        _ => None,
+    }
 }
 
 /// SMs of the GPUs that run gemm_wg (sm_90a: H100 SXM and H200; an H100 PCIe has 114).
@@ -568,28 +569,39 @@ mod tests {
     /// kernel for Q5_0 (nor, without wgmma, for Q6_K and Q8_0).
     #[test]
     fn gated_gemms_take_whole_super_blocks_and_pair_groups() {
-        let pick = |ty, gelu, t, n, k, wgmma| gated_gemm(ty, gelu, t, n, k, wgmma);
         assert_eq!(
-            pick(GgmlType::Q4_K, false, 512, 14336, 4096, true).as_deref(),
+            gated_gemm(GgmlType::Q4_K, false, 512, 14336, 4096, true).as_deref(),
             Some("gemm_q4k_wg_silu@BT=256")
         );
         assert_eq!(
-            pick(GgmlType::Q5_K, true, 100, 2048, 256, true).as_deref(),
+            gated_gemm(GgmlType::Q5_K, true, 100, 2048, 256, true).as_deref(),
             Some("gemm_q5k_wg_gelu")
         );
         // Without wgmma: gemm_q4k's tiles for 2N rows, never its K split.
         assert_eq!(
-            pick(GgmlType::Q4_K, false, 512, 14336, 4096, false).as_deref(),
+            gated_gemm(GgmlType::Q4_K, false, 512, 14336, 4096, false).as_deref(),
             Some("gemm_q4k_silu@BN=64")
         );
         assert_eq!(
-            pick(GgmlType::Q5_K, true, 2048, 14336, 4096, false).as_deref(),
+            gated_gemm(GgmlType::Q5_K, true, 2048, 14336, 4096, false).as_deref(),
             Some("gemm_q5k_gelu@BM=256,STAGES=2")
         );
-        assert_eq!(pick(GgmlType::Q6_K, false, 512, 14336, 4096, false), None);
-        assert_eq!(pick(GgmlType::Q4_K, false, 512, 2048, 640, true), None);
-        assert_eq!(pick(GgmlType::Q4_K, false, 512, 2044, 4096, true), None);
-        assert_eq!(pick(GgmlType::Q5_0, false, 512, 2048, 4096, true), None);
+        assert_eq!(
+            gated_gemm(GgmlType::Q6_K, false, 512, 14336, 4096, false),
+            None
+        );
+        assert_eq!(
+            gated_gemm(GgmlType::Q4_K, false, 512, 2048, 640, true),
+            None
+        );
+        assert_eq!(
+            gated_gemm(GgmlType::Q4_K, false, 512, 2044, 4096, true),
+            None
+        );
+        assert_eq!(
+            gated_gemm(GgmlType::Q5_0, false, 512, 2048, 4096, true),
+            None
+        );
     }
 
     #[test]
