@@ -228,7 +228,7 @@ pub(crate) fn kernel_info(
         specialization: launch
             .specialization
             .iter()
-            .map(|(k, v)| (k.clone(), const_text(v)))
+            .map(|(k, v)| (k.clone(), v.to_string()))
             .collect(),
         tensor_maps: launch
             .tensor_maps
@@ -247,14 +247,6 @@ pub(crate) fn kernel_info(
             })
             .collect::<Result<Vec<_>, Diagnostic>>()?,
     })
-}
-
-fn const_text(v: &ConstValue) -> String {
-    match v {
-        ConstValue::Bool(b) => b.to_string(),
-        ConstValue::Int(i) => i.to_string(),
-        ConstValue::Float(x) => format!("{x:?}"),
-    }
 }
 
 /// Renders a grid expression in the runtime's grammar; anything else is a located error.

@@ -293,7 +293,7 @@ pub struct Launch {
     /// u32. Only for the host, which evaluates them with the launch arguments (see [`Expr`]).
     pub grid: [Expr; 3],
     /// Compile-time parameters with the values this specialization used, in declaration order.
-    pub specialization: Vec<(String, ConstValue)>,
+    pub specialization: Vec<(String, CtValue)>,
     /// The kernel's tensor maps (`let m = tensor_map(...)`), in declaration order: the host
     /// encodes each from its view's buffer and passes it by value after the parameters.
     pub tensor_maps: Vec<TensorMap>,
@@ -512,6 +512,23 @@ pub enum ConstValue {
 }
 
 impl Eq for ConstValue {}
+
+/// A compile-time parameter's value in a specialization: a constant, or a scalar type for a type
+/// parameter (`<OUT: type = f32>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CtValue {
+    Const(ConstValue),
+    Type(Scalar),
+}
+
+impl std::fmt::Display for CtValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CtValue::Const(v) => f.write_str(&crate::print::const_text(v)),
+            CtValue::Type(s) => f.write_str(s.name()),
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExprKind {

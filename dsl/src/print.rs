@@ -95,7 +95,7 @@ impl<'m> Printer<'m> {
                 let values: Vec<String> = launch
                     .specialization
                     .iter()
-                    .map(|(n, v)| format!("{n} = {}", const_text(v)))
+                    .map(|(n, v)| format!("{n} = {v}"))
                     .collect();
                 let _ = writeln!(self.out, "    specialize {}", values.join(", "));
             }

@@ -189,13 +189,8 @@ fn specialization_and_launch() {
     };
     assert_eq!(launch.block, [128, 1, 1]);
     assert_eq!(
-        launch.specialization,
-        vec![
-            ("BLOCK".to_string(), ConstValue::Int(128)),
-            ("ROWS".to_string(), ConstValue::Int(4)),
-            ("SCALE".to_string(), ConstValue::Float(2.0)),
-            ("ON".to_string(), ConstValue::Bool(true)),
-        ]
+        specialization(&m, "k"),
+        ["BLOCK=128", "ROWS=4", "SCALE=2.0", "ON=true"]
     );
     assert!(launch
         .grid
@@ -354,6 +349,20 @@ fn builtin_misuse() {
     assert!(error("kernel k() grid(1) block(1) { fence(1); }")
         .contains("`fence` takes 0 arguments but 1 was given"));
     assert!(error("fn f(v: f32) { v + 1.0; }").contains("only calls can stand alone"));
+}
+
+#[test]
+fn atomic_add_takes_half_floats_and_the_others_do_not() {
+    let out = ir("kernel k(h: global mut [f16]) grid(1) block(32) { atomic_add(h[lane], 0.5); }");
+    assert!(
+        out.contains("atomic_add(offset(h#0, lane), 0.5f16)"),
+        "{out}"
+    );
+    let e = error("kernel k(h: global mut [f16]) grid(1) block(32) { atomic_max(h[lane], 0.5); }");
+    assert!(
+        e.contains("`atomic_max` needs a 32- or 64-bit integer or float element, found `f16`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -764,11 +773,15 @@ fn ldmatrix_and_cp_async_take_tile_elements_as_addresses() {
     );
 }
 
-/// The specialization of kernel `name` in `m`, as (parameter, value) pairs.
-fn specialization(m: &Module, name: &str) -> Vec<(String, ConstValue)> {
+/// The specialization of kernel `name` in `m`, as `NAME=VALUE` texts.
+fn specialization(m: &Module, name: &str) -> Vec<String> {
     let f = m.functions.iter().find(|f| f.name == name).expect(name);
     match &f.kind {
-        FunctionKind::Kernel(launch) => launch.specialization.clone(),
+        FunctionKind::Kernel(launch) => launch
+            .specialization
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect(),
         _ => panic!("{name} is not a kernel"),
     }
 }
@@ -782,13 +795,7 @@ fn kernel_instances_fix_compile_time_parameters_over_defines() {
     let text = "import \"lib.tile\";\nkernel scale3 = scale<K = 3, HALF = true>;";
     // -D applies to what the instance leaves open; the instance's own arguments win.
     let m = compile_with(text, &[("K", "9")], &[("lib.tile", lib)]).unwrap();
-    assert_eq!(
-        specialization(&m, "scale3"),
-        vec![
-            ("K".to_string(), ConstValue::Int(3)),
-            ("HALF".to_string(), ConstValue::Bool(true))
-        ]
-    );
+    assert_eq!(specialization(&m, "scale3"), ["K=3", "HALF=true"]);
     // Only the root file's kernels and instances are compiled.
     assert!(m.functions.iter().all(|f| f.name != "scale"));
     let m = compile_with(
@@ -797,10 +804,62 @@ fn kernel_instances_fix_compile_time_parameters_over_defines() {
         &[("lib.tile", lib)],
     )
     .unwrap();
-    assert_eq!(
-        specialization(&m, "s")[0],
-        ("K".to_string(), ConstValue::Int(8))
+    assert_eq!(specialization(&m, "s")[0], "K=8");
+}
+
+#[test]
+fn type_parameters_stand_for_scalar_types() {
+    let lib = "kernel copy<OUT: type = f32, BLOCK = 32>(x: global [f32], y: global mut [OUT])
+        grid(1) block(BLOCK)
+    {
+        let v: OUT = x[thread.x] as OUT;
+        y[thread.x] = v;
+    }";
+    let out_param = |m: &Module, name: &str| {
+        let f = m.functions.iter().find(|f| f.name == name).expect(name);
+        f.vars[f.params[1].0 as usize].ty.to_string()
+    };
+    let m = compile_with(lib, &[], &[]).unwrap();
+    assert_eq!(specialization(&m, "copy"), ["OUT=f32", "BLOCK=32"]);
+    assert_eq!(out_param(&m, "copy"), "global mut [f32]");
+    // The identity cast is dropped; to f16 it is a conversion.
+    assert!(!print_ir(&m).contains(" as f32"), "{}", print_ir(&m));
+    let m = compile_with(lib, &[("OUT", "f16")], &[]).unwrap();
+    assert_eq!(out_param(&m, "copy"), "global mut [f16]");
+    assert!(print_ir(&m).contains(" as f16"), "{}", print_ir(&m));
+    let text = "import \"lib.tile\";\nkernel copy_h = copy<OUT = bf16>;";
+    let m = compile_with(text, &[("OUT", "f16")], &[("lib.tile", lib)]).unwrap();
+    assert_eq!(specialization(&m, "copy_h")[0], "OUT=bf16");
+    assert_eq!(out_param(&m, "copy_h"), "global mut [bf16]");
+}
+
+#[test]
+fn type_parameter_mistakes_are_reported() {
+    let err =
+        |text: &str, defines: &[(&str, &str)]| compile_with(text, defines, &[]).expect_err(text);
+    let kernel = |ct: &str, body: &str| {
+        format!("kernel k<{ct}>(y: global mut [f32]) grid(1) block(32) {{ {body} }}")
+    };
+    let e = err(&kernel("OUT: type = 3", ""), &[]);
+    assert!(e.contains("default must be a scalar type"), "{e}");
+    let e = err(&kernel("OUT: type = f32", ""), &[("OUT", "f17")]);
+    assert!(
+        e.contains("invalid value `f17` for type parameter `OUT`"),
+        "{e}"
     );
+    let e = err(&kernel("f16: type = f32", ""), &[]);
+    assert!(e.contains("cannot take the name of a scalar type"), "{e}");
+    let e = err(&kernel("OUT: type = f32", "let a = OUT;"), &[]);
+    assert!(e.contains("`OUT` is a type parameter, not a value"), "{e}");
+    // A value parameter given a type, and a type used outside its kernel.
+    let e = err(&kernel("K: u32 = 2", ""), &[("K", "f16")]);
+    assert!(e.contains("invalid value `f16`"), "{e}");
+    let text = format!(
+        "{}\nkernel j(y: global mut [OUT]) grid(1) block(32) {{ }}",
+        kernel("OUT: type = f32", "")
+    );
+    let e = err(&text, &[]);
+    assert!(e.contains("unknown type `OUT`"), "{e}");
 }
 
 #[test]

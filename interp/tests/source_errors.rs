@@ -229,3 +229,17 @@ kernel partial(y: global mut [u32]) grid(1) block(32) {
     let err = launch(src, "partial", &mut args[..1]).unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::Unsupported { .. }), "{err}");
 }
+
+/// `atomic_add` on f16, through a type parameter: every thread's addition lands, rounded.
+#[test]
+fn half_atomics_add_up() {
+    let text = "kernel sum<E: type = f16>(y: global mut [E]) grid(2) block(64) {
+        atomic_add(y[thread.x % 2], 0.25 as E);
+    }";
+    let mut args = vec![Arg::Buffer(Buffer::from_f16(
+        &[half::f16::from_f32(1.0); 2],
+    ))];
+    launch(text, "sum", &mut args).unwrap();
+    let seventeen = half::f16::from_f32(17.0);
+    assert_eq!(args[0].buffer().unwrap().to_f16(), [seventeen; 2]);
+}

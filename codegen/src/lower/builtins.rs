@@ -379,9 +379,11 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
     fn atomic_scalar(&self, ptr: &Expr, span: Span) -> Result<Scalar> {
         match &ptr.ty {
             Type::View { elem, .. } => match **elem {
+                // f16: `atomic_add` only (the checker's rule).
                 Type::Scalar(s) if s != Scalar::Bool && matches!(s.size(), 4 | 8) => Ok(s),
+                Type::Scalar(Scalar::F16) => Ok(Scalar::F16),
                 _ => Err(Diagnostic::error(
-                    "atomics work on 32- and 64-bit scalars",
+                    "atomics work on 32- and 64-bit scalars and f16",
                     span,
                 )),
             },

@@ -124,6 +124,7 @@ fn warp_ops_lowering() {
         "atom.shared.xor.b32",
         "atom.global.exch.b32",
         "atom.global.add.f64",
+        "atom.global.add.noftz.f16",
         "cas.b32",
         "cas.b64",
         "atom.shared",

@@ -177,7 +177,10 @@ impl Func {
             FunctionKind::Kernel(Launch {
                 block,
                 grid,
-                specialization: vec![("BLOCK".into(), ConstValue::Int(block[0] as i128))],
+                specialization: vec![(
+                    "BLOCK".into(),
+                    CtValue::Const(ConstValue::Int(block[0] as i128)),
+                )],
                 tensor_maps: vec![],
             }),
             Type::Void,

@@ -450,6 +450,7 @@ pub fn warp_ops() -> Module {
     let o64 = f.param("o64", global(sc(Scalar::U64), true));
     let od = f.param("od", global(sc(Scalar::F64), true));
     let oh = f.param("oh", global(Type::Vector(Scalar::F16, 2), true));
+    let ohs = f.param("ohs", global(sc(Scalar::F16), true));
     let sh = f.shared("sh", U32, &[32], 10);
     let lane = special(Special::Lane);
     let mut body = vec![];
@@ -515,6 +516,9 @@ pub fn warp_ops() -> Module {
         ];
         if float_ok {
             targets.extend([(of.clone(), F32), (od.clone(), sc(Scalar::F64))]);
+        }
+        if op == AtomicOp::Add {
+            targets.push((ohs.clone(), sc(Scalar::F16)));
         }
         for (v, ty) in targets {
             let one = match ty {

@@ -422,7 +422,12 @@ impl FnCx<'_, '_> {
             Name::Atomic(op) => {
                 self.arity(name, args, 2, span)?;
                 let bitwise = matches!(op, AtomicOp::And | AtomicOp::Or | AtomicOp::Xor);
-                let (ptr, elem) = self.atomic_place(name, &args[0], !bitwise)?;
+                let floats = match op {
+                    AtomicOp::Add => Floats::AndHalf,
+                    _ if bitwise => Floats::No,
+                    _ => Floats::Yes,
+                };
+                let (ptr, elem) = self.atomic_place(name, &args[0], floats)?;
                 let v = self.expect(&args[1], &elem, "the operand of an atomic")?;
                 Ok(mk(
                     ir::ExprKind::Builtin(Builtin::Atomic(op), vec![ptr, v]),
@@ -432,7 +437,7 @@ impl FnCx<'_, '_> {
             }
             Name::AtomicCas => {
                 self.arity(name, args, 3, span)?;
-                let (ptr, elem) = self.atomic_place(name, &args[0], true)?;
+                let (ptr, elem) = self.atomic_place(name, &args[0], Floats::Yes)?;
                 let expected = self.expect(&args[1], &elem, "the expected value of `atomic_cas`");
                 let new = self.expect(&args[2], &elem, "the new value of `atomic_cas`");
                 Ok(mk(
@@ -974,13 +979,13 @@ impl FnCx<'_, '_> {
         Ok((x, y))
     }
 
-    /// The first argument of an atomic: a writable element `v[i]` of a 32- or 64-bit integer
-    /// (or float, when `float_ok`: all but the bitwise atomics).
+    /// The first argument of an atomic: a writable element `v[i]` of a 32- or 64-bit integer,
+    /// or of the floats that `floats` admits.
     fn atomic_place(
         &mut self,
         name: &str,
         arg: &ast::Expr,
-        float_ok: bool,
+        floats: Floats,
     ) -> Res<(ir::Expr, Type)> {
         if !matches!(arg.kind, ast::ExprKind::Index(..)) {
             let d = Diagnostic::error(
@@ -993,14 +998,15 @@ impl FnCx<'_, '_> {
         self.check_writable(&place, arg.span)?;
         let ok = match place.elem.scalar() {
             Some(s) if s.is_int() => s.size() >= 4,
-            Some(Scalar::F32 | Scalar::F64) => float_ok,
+            Some(Scalar::F32 | Scalar::F64) => floats != Floats::No,
+            Some(Scalar::F16) => floats == Floats::AndHalf,
             _ => false,
         };
         if !ok {
-            let need = if float_ok {
-                "a 32- or 64-bit integer or float element"
-            } else {
-                "a 32- or 64-bit integer element"
+            let need = match floats {
+                Floats::No => "a 32- or 64-bit integer element",
+                Floats::Yes => "a 32- or 64-bit integer or float element",
+                Floats::AndHalf => "a 32- or 64-bit integer, `f16`, `f32` or `f64` element",
             };
             let d = Diagnostic::error(
                 format!("`{name}` needs {need}, found `{}`", place.elem),
@@ -1010,4 +1016,13 @@ impl FnCx<'_, '_> {
         }
         Ok((place.ptr, place.elem))
     }
+}
+
+/// The float elements an atomic takes: none (bitwise), `f32` and `f64`, or those and `f16`
+/// (`atomic_add`: PTX's `atom.add.noftz.f16`, sm_70 and later).
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Floats {
+    No,
+    Yes,
+    AndHalf,
 }

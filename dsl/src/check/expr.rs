@@ -352,6 +352,13 @@ impl FnCx<'_, '_> {
             Some(Binding::Poisoned) => return Err(Reported),
             None => {}
         }
+        if self.ck.type_param(n).is_some() {
+            let d = Diagnostic::error(
+                format!("`{n}` is a type parameter, not a value; it can be written where a type is (`x as {n}`)"),
+                span,
+            );
+            return Err(self.error(d));
+        }
         let message = match self.ck.lookup(self.file, n) {
             Lookup::Found(ItemRef::Const(i)) => {
                 let (s, v) = self.ck.const_value(i)?;

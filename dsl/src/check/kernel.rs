@@ -8,7 +8,7 @@ use super::{eval_or_report, suggest, Checked, Checker, Res};
 use crate::ast::{self, Item};
 use crate::consteval::{int_range, round_float};
 use crate::diag::{Diagnostic, Severity};
-use crate::ir::{self, ConstValue, Scalar, Type};
+use crate::ir::{self, ConstValue, CtValue, Scalar, Type};
 
 /// Threads per block that every supported arch allows.
 const MAX_THREADS: u64 = 1024;
@@ -93,9 +93,10 @@ fn instance_target<'a>(
     })
 }
 
-/// A literal (possibly negated) as the text of a define.
+/// A literal (possibly negated), or a type parameter's type name, as the text of a define.
 fn literal_text(e: &ast::Expr) -> Option<String> {
     match &e.kind {
+        ast::ExprKind::Name(name) => Some(name.clone()),
         ast::ExprKind::Int { value, .. } => Some(value.to_string()),
         ast::ExprKind::Float { value, .. } => Some(value.to_string()),
         ast::ExprKind::Bool(b) => Some(b.to_string()),
@@ -200,6 +201,7 @@ pub fn check_kernel(
     let block = block(&mut cx, &k.block);
     let body = cx.body(&k.body);
     let tensor_maps = std::mem::take(&mut cx.tensor_maps);
+    cx.ck.type_params.clear();
     let (vars, shared, calls, failed) = cx.finish();
     if failed {
         return None;
@@ -225,13 +227,15 @@ pub fn check_kernel(
     })
 }
 
-/// Bind the compile-time parameters (default or define) and return their values.
+/// Bind the compile-time parameters (default or define) and return their values: constants in
+/// the kernel's scope, type parameters in the checker's (`types::resolve` reads them).
 fn ct_params(
     cx: &mut FnCx<'_, '_>,
     k: &ast::KernelItem,
     defines: &[(String, String)],
-) -> Vec<(String, ConstValue)> {
-    let mut values: Vec<(String, ConstValue)> = Vec::new();
+) -> Vec<(String, CtValue)> {
+    cx.ck.type_params.clear();
+    let mut values: Vec<(String, CtValue)> = Vec::new();
     for (i, p) in k.ct_params.iter().enumerate() {
         let name = &p.name.name;
         if let Some(first) = k.ct_params[..i].iter().find(|q| &q.name.name == name) {
@@ -243,16 +247,60 @@ fn ct_params(
             cx.error(d);
             continue;
         }
+        if is_type_param(p) {
+            if let Ok(s) = ct_type(cx, p, defines) {
+                cx.ck.type_params.push((name.clone(), s));
+                values.push((name.clone(), CtValue::Type(s)));
+            }
+            continue;
+        }
         let value = ct_value(cx, p, defines);
         match value {
             Ok((s, v)) => {
                 cx.bind(name, Binding::Const(s, v.clone()), p.name.span);
-                values.push((name.clone(), v));
+                values.push((name.clone(), CtValue::Const(v)));
             }
             Err(_) => cx.bind(name, Binding::Poisoned, p.name.span),
         }
     }
     values
+}
+
+/// `NAME: type = DEFAULT`: a parameter whose value is a scalar type.
+fn is_type_param(p: &ast::CtParam) -> bool {
+    matches!(&p.ty, Some(ast::TypeExpr::Named(t)) if t.name == "type")
+}
+
+/// A type parameter's scalar type: its define's, else its default's.
+fn ct_type(cx: &mut FnCx<'_, '_>, p: &ast::CtParam, defines: &[(String, String)]) -> Res<Scalar> {
+    let name = &p.name.name;
+    if Scalar::from_name(name).is_some() {
+        let d = Diagnostic::error(
+            format!("type parameter `{name}` cannot take the name of a scalar type"),
+            p.name.span,
+        );
+        return Err(cx.error(d));
+    }
+    if let Some((_, text)) = defines.iter().rev().find(|(n, _)| n == name) {
+        return Scalar::from_name(text.trim()).ok_or_else(|| {
+            let d = Diagnostic::error(
+                format!("invalid value `{text}` for type parameter `{name}` (from `-D {name}={text}`): it takes a scalar type such as `f16`"),
+                p.name.span,
+            );
+            cx.error(d)
+        });
+    }
+    let default = match &p.default.kind {
+        ast::ExprKind::Name(t) => Scalar::from_name(t),
+        _ => None,
+    };
+    default.ok_or_else(|| {
+        let d = Diagnostic::error(
+            format!("type parameter `{name}`'s default must be a scalar type such as `f32`"),
+            p.default.span,
+        );
+        cx.error(d)
+    })
 }
 
 fn ct_value(

@@ -72,6 +72,9 @@ pub(crate) struct Checker<'a> {
     items: HashMap<&'a str, (ItemRef, Span)>,
     consts: Vec<ConstSlot<'a>>,
     fns: Vec<FnSlot<'a>>,
+    /// The type parameters (`<OUT: type = f32>`) of the kernel being checked, as written types
+    /// name them.
+    type_params: Vec<(String, Scalar)>,
     diags: Vec<Diagnostic>,
 }
 
@@ -89,6 +92,7 @@ pub fn check(loaded: &Loaded, defines: &[(String, String)]) -> Result<ir::Module
         items: HashMap::new(),
         consts: Vec::new(),
         fns: Vec::new(),
+        type_params: Vec::new(),
         diags: Vec::new(),
     };
     ck.collect_items();
@@ -120,6 +124,14 @@ impl<'a> Checker<'a> {
     fn error(&mut self, d: Diagnostic) -> Reported {
         self.diags.push(d);
         Reported
+    }
+
+    /// The scalar type that type parameter `name` of the kernel being checked stands for.
+    fn type_param(&self, name: &str) -> Option<Scalar> {
+        self.type_params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, s)| s)
     }
 
     fn file_name(&self, file: u32) -> &'a str {

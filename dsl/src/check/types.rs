@@ -57,7 +57,10 @@ fn type_names() -> Vec<String> {
 pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
     let ty = match t {
         TypeExpr::Named(id) => {
-            if let Some(s) = Scalar::from_name(&id.name) {
+            if let Some(s) = ck
+                .type_param(&id.name)
+                .or_else(|| Scalar::from_name(&id.name))
+            {
                 Type::Scalar(s)
             } else if let Some((s, n)) = vector_type(&id.name) {
                 Type::Vector(s, n)
