@@ -558,13 +558,22 @@ mod tests {
                         .map(|(elem, len)| {
                             let len = *len;
                             Arg::Buffer(match elem {
-                                Elem::F32 if adds_into_output(name) => {
+                                Elem::F32 | Elem::F16 => {
+                                    // Zeros to add into (K split), and poisoned guards.
                                     let mut host = vec![f32::NAN; len + GUARD];
-                                    host[..len].fill(0.0);
-                                    Buffer::from_f32(&host)
+                                    if adds_into_output(name) {
+                                        host[..len].fill(0.0);
+                                    }
+                                    match elem {
+                                        Elem::F32 => Buffer::from_f32(&host),
+                                        _ => Buffer::from_f16(
+                                            &host
+                                                .iter()
+                                                .map(|&v| f16::from_f32(v))
+                                                .collect::<Vec<_>>(),
+                                        ),
+                                    }
                                 }
-                                Elem::F32 => Buffer::from_f32(&vec![f32::NAN; len + GUARD]),
-                                Elem::F16 => Buffer::from_f16(&vec![f16::NAN; len + GUARD]),
                                 // Integer poison, read back as NaN (harness::widen_i32).
                                 Elem::I8 => Buffer::from_slice(&vec![i8::MIN; len + GUARD]),
                                 Elem::I32 => Buffer::from_i32(&vec![i32::MIN; len + GUARD]),

@@ -261,6 +261,15 @@ pub const SPECS: &[Spec] = &[
     // sm_90a only: gemm_q4k_wg's kernel on planar Q8_0 (kernels/gemm_wg.tile).
     quant_gemm("gemm_q8_0_wg", GgmlType::Q8_0),
     quant_gemm("gemm_q5_0", GgmlType::Q5_0),
+    // sm_90a only: gemm_wg writing f16, the output of the cuBLAS baseline (kernels/gemm_wg_h.tile).
+    Spec {
+        out: Elem::F16,
+        ..quant_gemm("gemm_q4k_wg_h", GgmlType::Q4_K)
+    },
+    Spec {
+        out: Elem::F16,
+        ..quant_gemm("gemm_q6k_wg_h", GgmlType::Q6_K)
+    },
     // sm_90a only: gemm_q4k_wg's kernel on a gated pair's gate and up rows, with the gated
     // unit's activation in its epilogue (GLU in kernels/gemm_wg.tile).
     gated_gemm("gemm_q4k_wg_silu", GgmlType::Q4_K, Op::SiluMul),
@@ -384,9 +393,11 @@ const fn quant_gemm(kernel: &'static str, ty: GgmlType) -> Spec {
     }
 }
 
-/// [`quant_gemm`] on a gated pair's 2N weight rows, writing `op`'s gated unit.
+/// [`quant_gemm`] on a gated pair's 2N weight rows, writing `op`'s gated unit in f16 (the down
+/// projection's input).
 const fn gated_gemm(kernel: &'static str, ty: GgmlType, op: Op) -> Spec {
     Spec {
+        out: Elem::F16,
         gated: Some(op),
         ..quant_gemm(kernel, ty)
     }
@@ -1154,6 +1165,7 @@ impl Spec {
     /// their rounding.
     pub fn output_tolerance(&self, i: usize, s: &Shape) -> f64 {
         match self.output_elems()[i] {
+            Elem::F16 if self.out == Elem::F16 => self.tolerance(s),
             Elem::F16 => F16_TOLERANCE,
             // Against the kernel's own f32 output quantized ([`Spec::reference_given`]).
             Elem::ActS8 if self.int8_copy() => 0.0,
@@ -1432,6 +1444,8 @@ impl Spec {
     /// The largest acceptable error at a shape, relative to the largest reference magnitude.
     pub fn tolerance(&self, s: &Shape) -> f64 {
         match (self.out, self.op) {
+            // The f32 products' error (below), then the rounding to f16.
+            (Elem::F16, Op::QuantGemm) => 2e-3 + F16_TOLERANCE,
             (Elem::F16, _) => F16_TOLERANCE,
             // One correctly rounded f32 operation (none for a copy).
             (Elem::F32, Op::Add | Op::AddBias | Op::Scale | Op::Embed | Op::Copy) => 1e-6,

@@ -93,7 +93,9 @@ pub trait Backend {
         Ok(None)
     }
 
-    /// `act(x gate^T) * (x up^T)` with a matrix made by [`Backend::gated_pair`].
+    /// `act(x gate^T) * (x up^T)` with a matrix made by [`Backend::gated_pair`]. Its result is
+    /// only ever the input of a [`Backend::matmul`] (the down projection), so a backend may keep
+    /// it in the form its products read and nothing else (the GPU: f16, for prompts).
     fn gated(
         &self,
         _activation: Activation,

@@ -59,6 +59,8 @@ pub enum GpuError {
     Tune(#[from] dispatch::TuneError),
     #[error("{0} is not implemented on the GPU yet")]
     Unsupported(&'static str),
+    #[error("internal error: an activation held in f16 only was read as f32")]
+    HalfOnly,
     #[error(
         "the GPU backend does not run {0} models yet (dense llama, qwen3, gemma3, gemma4 only)"
     )]
@@ -327,9 +329,11 @@ type ProductKey = (Product, usize, usize, usize);
 
 /// An activation tensor: f32 on the device, its f16 copy once a tensor-core kernel has asked for
 /// it, and its int8 blocks once an integer matvec has, so that the products sharing an input (q,
-/// k and v of one normed row; gate and up) convert it once.
+/// k and v of one normed row; gate and up) convert it once. A gated GEMM's output, which only
+/// the down projection's f16 input reads, exists in f16 alone.
 pub struct Act {
-    f32: DeviceBuffer<f32>,
+    len: usize,
+    f32: Option<DeviceBuffer<f32>>,
     f16: RefCell<Option<Rc<DeviceBuffer<f16>>>>,
     s8: RefCell<Option<Rc<DeviceBuffer<u32>>>>,
 }
@@ -340,22 +344,34 @@ impl From<DeviceBuffer<f32>> for Act {
     }
 }
 
-impl std::ops::Deref for Act {
-    type Target = DeviceBuffer<f32>;
-
-    fn deref(&self) -> &DeviceBuffer<f32> {
-        &self.f32
-    }
-}
-
 impl Act {
     /// `f32`, and its f16 copy if a kernel wrote one.
     fn with_half(f32: DeviceBuffer<f32>, f16: Option<DeviceBuffer<f16>>) -> Act {
         Act {
-            f32,
+            len: f32.len(),
+            f32: Some(f32),
             f16: RefCell::new(f16.map(Rc::new)),
             s8: RefCell::new(None),
         }
+    }
+
+    /// A tensor in f16 only.
+    fn half_only(f16: DeviceBuffer<f16>) -> Act {
+        Act {
+            len: f16.len(),
+            f32: None,
+            f16: RefCell::new(Some(Rc::new(f16))),
+            s8: RefCell::new(None),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The tensor in f32 (every activation but a gated GEMM's output has it).
+    fn f32(&self) -> Result<&DeviceBuffer<f32>> {
+        self.f32.as_ref().ok_or_else(|| GpuError::HalfOnly.into())
     }
 
     /// `f32` and the copy of it its kernel wrote.
@@ -364,7 +380,8 @@ impl Act {
             CopyBuffer::None => Act::with_half(f32, None),
             CopyBuffer::Half(f16) => Act::with_half(f32, Some(f16)),
             CopyBuffer::Int8(s8) => Act {
-                f32,
+                len: f32.len(),
+                f32: Some(f32),
                 f16: RefCell::new(None),
                 s8: RefCell::new(Some(Rc::new(s8))),
             },
@@ -397,7 +414,7 @@ impl Act {
         let mut copy = queue.stream.alloc::<T>(len).gpu()?;
         queue.launch(
             convert,
-            &mut [(&self.f32).into(), (&mut copy).into(), u32_arg(self.len())?],
+            &mut [self.f32()?.into(), (&mut copy).into(), u32_arg(self.len())?],
         )?;
         let copy = Rc::new(copy);
         *slot.borrow_mut() = Some(copy.clone());
@@ -425,12 +442,6 @@ impl CopyBuffer {
             CopyBuffer::Half(f16) => Some(f16.into()),
             CopyBuffer::Int8(s8) => Some(s8.into()),
         }
-    }
-}
-
-impl<'a> From<&'a Act> for Arg<'a> {
-    fn from(x: &'a Act) -> Self {
-        (&x.f32).into()
     }
 }
 
@@ -726,7 +737,7 @@ impl Gpu {
     fn map(&self, kernel: &Kernel, x: &mut Act, c: f32) -> Result<()> {
         let mut y = self.alloc(x.len())?;
         let n = u32_arg(x.len())?;
-        self.launch(kernel, &mut [(&*x).into(), (&mut y).into(), c.into(), n])?;
+        self.launch(kernel, &mut [x.f32()?.into(), (&mut y).into(), c.into(), n])?;
         *x = y.into();
         Ok(())
     }
@@ -764,7 +775,7 @@ impl Gpu {
             false => InputCopy::None,
         };
         let mut y_copy = self.copy_buffer(copy, x.len())?;
-        let mut args = vec![x.into(), w.into(), (&mut y).into()];
+        let mut args = vec![x.f32()?.into(), w.into(), (&mut y).into()];
         args.extend(y_copy.arg());
         args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
         let kernel = self.kernel(dispatch::rmsnorm(rows, false, copy))?;
@@ -806,7 +817,7 @@ impl Gpu {
                 queue.launch(
                     &kernels.append_f16,
                     &mut [
-                        x.into(),
+                        x.f32()?.into(),
                         at.into(),
                         c.into(),
                         u32_arg(host_start)?,
@@ -859,7 +870,7 @@ impl Gpu {
             .alloc(n_tokens * p.n_head * n_splits * (p.head_dim_v + 2))
             .gpu()?;
         let mut args = vec![
-            q.into(),
+            q.f32()?.into(),
             (&cache.k).into(),
             (&cache.v).into(),
             at.into(),
@@ -942,7 +953,7 @@ impl Gpu {
         };
         let mut y = self.alloc(len)?;
         let mut y_copy = self.copy_buffer(copy, len)?;
-        let mut args = vec![gate.into(), x.into(), (&mut y).into()];
+        let mut args = vec![gate.f32()?.into(), x.f32()?.into(), (&mut y).into()];
         args.extend(y_copy.arg());
         args.push(u32_arg(len)?);
         self.launch(kernel, &mut args)?;
@@ -978,7 +989,7 @@ fn argmax_into(
     queue.launch(
         &kernels.argmax,
         &mut [
-            logits.into(),
+            logits.f32()?.into(),
             index.into(),
             u32_arg(1)?,
             u32_arg(logits.len())?,
@@ -1108,7 +1119,8 @@ impl Backend for Gpu {
             return unsupported("a gated pair of this type and shape");
         };
         let xh = x.half(&self.queue, &self.kernels.to_f16)?;
-        let mut y = self.alloc(t * n)?;
+        // In f16 only: the down projection reads nothing else.
+        let mut y = self.queue.stream.alloc::<f16>(t * n).gpu()?;
         self.launch(
             &kernel,
             &mut [
@@ -1120,7 +1132,7 @@ impl Backend for Gpu {
                 u32_arg(k)?,
             ],
         )?;
-        Ok(y.into())
+        Ok(Act::half_only(y))
     }
 
     fn vector(&self, v: Vec<f32>) -> Result<DeviceBuffer<f32>> {
@@ -1209,7 +1221,7 @@ impl Backend for Gpu {
                 };
                 let x_arg = match &xq {
                     Some(xq) => (&**xq).into(),
-                    None => x.into(),
+                    None => x.f32()?.into(),
                 };
                 let [t, n, k] = dims(t)?;
                 self.launch(
@@ -1307,7 +1319,7 @@ impl Backend for Gpu {
         };
         let mut y_copy = self.copy_buffer(copy, x.len())?;
         let mut args = vec![
-            (&*x).into(),
+            x.f32()?.into(),
             (&rows.sin).into(),
             (&rows.cos).into(),
             at.into(),
@@ -1373,9 +1385,9 @@ impl Backend for Gpu {
         let (host_start, at) = position_args(&self.graphs, &self.no_offset, start);
         let cache = &mut self.cache[layer];
         let mut args = vec![
-            (&x.q).into(),
-            (&x.k).into(),
-            v.into(),
+            x.q.f32()?.into(),
+            x.k.f32()?.into(),
+            v.f32()?.into(),
             qw.into(),
             kw.into(),
             (&rows.sin).into(),
@@ -1418,7 +1430,12 @@ impl Backend for Gpu {
         let mut sum = self.alloc(x.len())?;
         self.launch(
             &self.kernels.add,
-            &mut [(&*x).into(), y.into(), (&mut sum).into(), u32_arg(x.len())?],
+            &mut [
+                x.f32()?.into(),
+                y.f32()?.into(),
+                (&mut sum).into(),
+                u32_arg(x.len())?,
+            ],
         )?;
         *x = sum.into();
         Ok(())
@@ -1437,7 +1454,7 @@ impl Backend for Gpu {
         let mut sum = self.alloc(x.len())?;
         let mut h = self.alloc(x.len())?;
         let mut h_copy = self.copy_buffer(copy, x.len())?;
-        let mut args = vec![(&*x).into(), y.into(), weight.into()];
+        let mut args = vec![x.f32()?.into(), y.f32()?.into(), weight.into()];
         args.extend([(&mut sum).into(), (&mut h).into()]);
         args.extend(h_copy.arg());
         args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
@@ -1459,8 +1476,14 @@ impl Backend for Gpu {
 
     fn last_row(&self, x: &Act, width: usize) -> Result<Act> {
         let mut y = self.alloc(width)?;
-        self.queue
-            .copy(&self.kernels.copy, x, x.len() - width, &mut y, 0, width)?;
+        self.queue.copy(
+            &self.kernels.copy,
+            x.f32()?,
+            x.len() - width,
+            &mut y,
+            0,
+            width,
+        )?;
         Ok(y.into())
     }
 
@@ -1473,7 +1496,7 @@ impl Backend for Gpu {
     }
 
     fn to_host(&self, x: &Act) -> Result<Vec<f32>> {
-        self.queue.stream.download(x).gpu()
+        self.queue.stream.download(x.f32()?).gpu()
     }
 
     fn argmax(&self, logits: &Act) -> Result<u32> {
@@ -1496,7 +1519,7 @@ impl Backend for Gpu {
         self.launch(
             &self.kernels.top_k,
             &mut [
-                logits.into(),
+                logits.f32()?.into(),
                 (&mut ids).into(),
                 (&mut values).into(),
                 u32_arg(1)?,
