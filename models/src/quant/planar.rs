@@ -8,7 +8,8 @@
 //! Q6_K's 210-byte block becomes four planes: 128 bytes of low nibbles, 64 of high bit pairs,
 //! 16 of scales, then the 2-byte d of every block; Q8_0's 34-byte block two: the 32 quants of
 //! every block (after its d in GGUF), then every d; Q5_0's 22-byte block three: the 16 bytes of
-//! nibbles of every block, then every block's 4 bytes of fifth bits, then every d.
+//! nibbles of every block, then every block's 4 bytes of fifth bits, then every d; Q4_0's
+//! 18-byte block two: the nibbles, then every d (Q5_0's layout without the fifth bits).
 
 use super::{GgmlType, QuantError};
 
@@ -22,6 +23,7 @@ pub fn planar_fields(ty: GgmlType) -> Option<PlanarFields> {
         GgmlType::Q6_K => Some(&[(0, 128), (128, 64), (192, 16), (208, 2)]),
         GgmlType::Q8_0 => Some(&[(2, 32), (0, 2)]),
         GgmlType::Q5_0 => Some(&[(6, 16), (2, 4), (0, 2)]),
+        GgmlType::Q4_0 => Some(&[(2, 16), (0, 2)]),
         _ => None,
     }
 }
@@ -121,6 +123,18 @@ mod tests {
         );
         assert_eq!(from_planar(ty, &planes).unwrap(), bytes);
         assert!(to_planar(ty, &bytes[..blocks * 22 - 2]).is_err());
+    }
+
+    #[test]
+    fn planar_q4_0_puts_nibbles_then_d() {
+        let ty = GgmlType::Q4_0;
+        let blocks = 3;
+        let bytes: Vec<u8> = (0..blocks * 18).map(|i| (i * 7 % 251) as u8).collect();
+        let planes = to_planar(ty, &bytes).unwrap();
+        // Block 2's nibbles at 32, its d after all nibbles.
+        assert_eq!(planes[32..48], bytes[2 * 18 + 2..3 * 18]);
+        assert_eq!(planes[16 * blocks + 4..16 * blocks + 6], bytes[2 * 18..2 * 18 + 2]);
+        assert_eq!(from_planar(ty, &planes).unwrap(), bytes);
     }
 
     #[test]

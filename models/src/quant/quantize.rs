@@ -35,6 +35,7 @@ pub(super) fn block_kernel(ty: GgmlType) -> Option<QuantKernel> {
         F16 => |x, b| b.copy_from_slice(&f16::from_f32(x[0]).to_le_bytes()),
         BF16 => |x, b| b.copy_from_slice(&bf16::from_f32(x[0]).to_le_bytes()),
         Q8_0 => q8_0,
+        Q4_0 => q4_0,
         Q5_0 => q5_0,
         Q4_K => q4_k,
         Q5_K => q5_k,
@@ -78,18 +79,31 @@ fn q8_0(x: &[f32], b: &mut [u8]) {
 /// Q5_0: like ggml, the largest-magnitude weight maps to quant 0 (d carries its sign), which
 /// uses the full -16 range of the asymmetric 5-bit grid.
 fn q5_0(x: &[f32], b: &mut [u8]) {
+    let qh = legacy_quants(x, b, 16);
+    b[2..6].copy_from_slice(&qh.to_le_bytes());
+}
+
+/// Q4_0: Q5_0's scheme on the 4-bit grid (quant 0 is -8 steps), without fifth bits.
+fn q4_0(x: &[f32], b: &mut [u8]) {
+    legacy_quants(x, b, 8);
+}
+
+/// The d (at 0) and nibbles (the block's last 16 bytes) of Q4_0 (`zero` 8) or Q5_0 (16): the
+/// largest-magnitude weight maps to quant 0. Returns the fifth bits (bit j for weight j).
+fn legacy_quants(x: &[f32], b: &mut [u8], zero: i32) -> u32 {
     let max = x
         .iter()
         .fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
-    let id = inverse(put_f16(b, 0, max / -16.0));
+    let id = inverse(put_f16(b, 0, max / -(zero as f32)));
+    let nibbles = b.len() - 16;
     let mut qh = 0u32;
-    b[6..22].fill(0);
+    b[nibbles..].fill(0);
     for (j, &v) in x.iter().enumerate() {
-        let q = round_clamp(v * id + 16.0, 0, 31) as u32;
+        let q = round_clamp(v * id + zero as f32, 0, 2 * zero - 1) as u32;
         qh |= (q >> 4) << j;
-        b[6 + j % 16] |= ((q & 0xF) as u8) << (4 * (j / 16));
+        b[nibbles + j % 16] |= ((q & 0xF) as u8) << (4 * (j / 16));
     }
-    b[2..6].copy_from_slice(&qh.to_le_bytes());
+    qh
 }
 
 /// Quantizes per-sub-block `values` (all >= 0) to 6 bits against one shared f16 super-scale

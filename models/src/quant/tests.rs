@@ -325,6 +325,12 @@ fn q8_0_round_trip() {
 }
 
 #[test]
+fn q4_0_round_trip() {
+    // The step is amax / 8; the weight opposite the largest one can clamp by a whole step.
+    round_trip(GgmlType::Q4_0, 32, |x, _| abs_max(x) / 8.0 * 1.002);
+}
+
+#[test]
 fn q5_0_round_trip() {
     // The step is amax / 16; the weight opposite the largest one can clamp by a whole step.
     round_trip(GgmlType::Q5_0, 32, |x, _| abs_max(x) / 16.0 * 1.002);

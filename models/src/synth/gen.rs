@@ -70,10 +70,11 @@ fn rms(lo: i32, hi: i32) -> f32 {
 }
 
 /// The types [`fill`] draws weights in (any other type gets f32 words).
-pub const WEIGHT_TYPES: [GgmlType; 6] = [
+pub const WEIGHT_TYPES: [GgmlType; 7] = [
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q6_K,
+    GgmlType::Q4_0,
     GgmlType::Q5_0,
     GgmlType::Q8_0,
     GgmlType::F16,
@@ -86,6 +87,7 @@ pub fn fill(ty: GgmlType, init: Init, first: u64, out: &mut [u8], rng: &mut WyRa
         (Init::Weight, GgmlType::Q4_K) => blocks(out, 144, rng, q4_k),
         (Init::Weight, GgmlType::Q5_K) => blocks(out, 176, rng, q5_k),
         (Init::Weight, GgmlType::Q6_K) => blocks(out, 210, rng, q6_k),
+        (Init::Weight, GgmlType::Q4_0) => blocks(out, 18, rng, q4_0),
         (Init::Weight, GgmlType::Q5_0) => blocks(out, 22, rng, q5_0),
         (Init::Weight, GgmlType::Q8_0) => blocks(out, 34, rng, q8_0),
         (Init::Weight, GgmlType::F16) => {
@@ -169,6 +171,12 @@ fn q6_k(b: &mut [u8], rng: &mut WyRand) {
     }
     let d = rng.block_scale(base_scale(rms(8, 15) * rms(-32, 31)));
     b[208..210].copy_from_slice(&d.to_le_bytes());
+}
+
+/// Q4_0: f16 d, 16 bytes of nibbles. Weight = d·(q − 8).
+fn q4_0(b: &mut [u8], rng: &mut WyRand) {
+    let d = rng.block_scale(base_scale(rms(-8, 7)));
+    b[0..2].copy_from_slice(&d.to_le_bytes());
 }
 
 /// Q5_0: f16 d, 4 bytes of fifth bits, 16 bytes of nibbles. Weight = d·(q − 16).
