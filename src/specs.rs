@@ -186,11 +186,13 @@ pub const SPECS: &[Spec] = &[
     quant("dequant_q6k", Op::Dequant, GgmlType::Q6_K, Elem::F16),
     quant("dequant_q8_0", Op::Dequant, GgmlType::Q8_0, Elem::F16),
     quant("dequant_q5_0", Op::Dequant, GgmlType::Q5_0, Elem::F16),
+    quant("dequant_q4_0", Op::Dequant, GgmlType::Q4_0, Elem::F16),
     quant("matvec_q4k", Op::Matvec, GgmlType::Q4_K, Elem::F32),
     quant("matvec_q5k", Op::Matvec, GgmlType::Q5_K, Elem::F32),
     quant("matvec_q6k", Op::Matvec, GgmlType::Q6_K, Elem::F32),
     quant("matvec_q8_0", Op::Matvec, GgmlType::Q8_0, Elem::F32),
     quant("matvec_q5_0", Op::Matvec, GgmlType::Q5_0, Elem::F32),
+    quant("matvec_q4_0", Op::Matvec, GgmlType::Q4_0, Elem::F32),
     quant_gemm("gemm_q4k", GgmlType::Q4_K),
     // sm_90a only: Q4_K decoded into wgmma's register A operand (kernels/gemm_wg.tile).
     quant_gemm("gemm_q4k_wg", GgmlType::Q4_K),
@@ -233,8 +235,8 @@ pub const SPECS: &[Spec] = &[
         copy: None,
         gated: None,
     },
-    // Q8_0 and Q5_0 on matvec_q8_0's and matvec_q5_0's planar layouts (one d per 32 weights,
-    // an activation block's).
+    // Q8_0, Q5_0 and Q4_0 on matvec_q8_0's and matvec_q5_0's planar layouts (one d per 32
+    // weights, an activation block's).
     Spec {
         kernel: "matvec_q8_0_s8",
         op: Op::Matvec,
@@ -253,6 +255,11 @@ pub const SPECS: &[Spec] = &[
         copy: None,
         gated: None,
     },
+    Spec {
+        kernel: "matvec_q4_0_s8",
+        weight: Some(GgmlType::Q4_0),
+        ..spec("matvec_q4_0_s8", Op::Matvec, Elem::ActS8, Elem::F32)
+    },
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
     // sm_90a only: gemm_q4k_wg's kernel on planar Q6_K (kernels/gemm_wg.tile).
@@ -261,6 +268,7 @@ pub const SPECS: &[Spec] = &[
     // sm_90a only: gemm_q4k_wg's kernel on planar Q8_0 (kernels/gemm_wg.tile).
     quant_gemm("gemm_q8_0_wg", GgmlType::Q8_0),
     quant_gemm("gemm_q5_0", GgmlType::Q5_0),
+    quant_gemm("gemm_q4_0", GgmlType::Q4_0),
     // sm_90a only: gemm_wg writing f16, the output of the cuBLAS baseline (kernels/gemm_wg_h.tile).
     Spec {
         out: Elem::F16,
@@ -321,6 +329,7 @@ pub const SPECS: &[Spec] = &[
     quant("embed_q6k", Op::Embed, GgmlType::Q6_K, Elem::F32),
     quant("embed_q8_0", Op::Embed, GgmlType::Q8_0, Elem::F32),
     quant("embed_q5_0", Op::Embed, GgmlType::Q5_0, Elem::F32),
+    quant("embed_q4_0", Op::Embed, GgmlType::Q4_0, Elem::F32),
     spec("copy_f32", Op::Copy, Elem::F32, Elem::F32),
     // f32 rows, then the u32 position offset.
     spec("append_f16", Op::Append, Elem::F32, Elem::F16),
@@ -614,7 +623,7 @@ impl Spec {
                 &[128, 4096, 4096],
                 &[64, 1024, 14336],
             ],
-            // Ragged N; K = 544 and 800 are whole 32-blocks only (Q8_0, Q5_0).
+            // Ragged N; K = 544 and 800 are whole 32-blocks only (Q8_0, Q5_0, Q4_0).
             Op::Dequant => &[
                 &[37, 512],
                 &[3, 256],
@@ -782,7 +791,10 @@ impl Spec {
             // 256: groups past the row's end) and 2048, at rows ragged against every row group.
             Op::Matvec
                 if self.input == Elem::ActS8
-                    && matches!(self.weight, Some(GgmlType::Q8_0 | GgmlType::Q5_0)) =>
+                    && matches!(
+                        self.weight,
+                        Some(GgmlType::Q8_0 | GgmlType::Q5_0 | GgmlType::Q4_0)
+                    ) =>
             {
                 &[&[1, 37, 640], &[11, 5, 64], &[3, 21, 2048], &[2, 70, 640]]
             }
@@ -951,7 +963,7 @@ impl Spec {
         }
         if let Some(ty) = self.weight {
             // The quantized GEMMs take K in 64-weight slices, and int8 activations come in
-            // groups of 64 (Q8_0 and Q5_0 blocks are 32).
+            // groups of 64 (Q8_0, Q5_0 and Q4_0 blocks are 32).
             let slice = if self.op == Op::QuantGemm || self.input == Elem::ActS8 {
                 64
             } else {
@@ -1895,7 +1907,7 @@ mod tests {
 
     #[test]
     fn int8_matvecs_of_32_weight_blocks_take_k_in_whole_activation_groups() {
-        for kernel in ["matvec_q8_0_s8", "matvec_q5_0_s8"] {
+        for kernel in ["matvec_q8_0_s8", "matvec_q5_0_s8", "matvec_q4_0_s8"] {
             let spec = spec_for(kernel).unwrap();
             assert!(spec.accepts(&Shape(vec![1, 37, 640])));
             // Whole 32-blocks, but half an activation group.

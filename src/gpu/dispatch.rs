@@ -110,13 +110,14 @@ pub fn quant_suffix(ty: GgmlType) -> Option<&'static str> {
         GgmlType::Q6_K => Some("q6k"),
         GgmlType::Q8_0 => Some("q8_0"),
         GgmlType::Q5_0 => Some("q5_0"),
+        GgmlType::Q4_0 => Some("q4_0"),
         _ => None,
     }
 }
 
 /// The bytes of a `ty` matrix as every kernel reads them, as little-endian u32 words
 /// zero-padded to whole 16-byte units (kernels view them as `u32x4`): GGUF blocks as they are
-/// (Q4_K, Q5_K), or, for types whose blocks are not 16-byte multiples (Q6_K, Q8_0, Q5_0), the
+/// (Q4_K, Q5_K), or, for types whose blocks are not 16-byte multiples (Q6_K, Q8_0, Q5_0, Q4_0), the
 /// same bytes grouped by field into aligned planes (models/src/quant/planar.rs).
 pub fn device_words(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u32>, QuantError> {
     let planar;
@@ -151,7 +152,8 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
     // (one body) with 8 warps on blocks of 16 long rows (24.4 against 25.6 with 32) and 4 warps
     // on 32 short ones. Fewer rows per block where that would leave SMs idle: the 1024-row key
     // and value projections of an 8B model take 8 rows per block (128 blocks for 132 SMs).
-    // Batches take two row groups of 8 warps. Q5_0 has the batch-sized builds only.
+    // Batches take two row groups of 8 warps. Q5_0 and Q4_0 (one body) have the batch-sized
+    // builds only.
     let kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K);
     let rows_of_32 = kquant || matches!(ty, GgmlType::Q6_K | GgmlType::Q8_0);
     let blocks_of = |rows_per_block: usize| n.div_ceil(rows_per_block);
@@ -181,7 +183,8 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
 }
 
 /// The integer matvec for `t` tokens (1..=MATVEC_MAX_T) of a `ty` matrix with `n` rows and `k`
-/// columns, on quantize_s8's int8 activations, if the type has one (Q4_K, Q6_K, Q8_0, Q5_0). At
+/// columns, on quantize_s8's int8 activations, if the type has one (Q4_K, Q6_K, Q8_0, Q5_0,
+/// Q4_0). At
 /// one token, the H200's fastest builds (docs/PERF.md, session 5): Q4_K with one row group of 8
 /// warps on long rows (4096 x 14336: 14.7 us, at the copy's bandwidth), four on short ones
 /// (14336 x 4096: 14.1 us); Q6_K with four row groups of 16 warps on long rows (18.5 us) and of 4
@@ -221,6 +224,8 @@ pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
         GgmlType::Q6_K => ("matvec_q6k_s8", "@TMAX=1,RG=4,KW=16", "@TMAX=1,RG=4,KW=4"),
         GgmlType::Q8_0 => ("matvec_q8_0_s8", q8_0_long_rows, q8_0_short_rows),
         GgmlType::Q5_0 => ("matvec_q5_0_s8", block32_long_rows, "@TMAX=1"),
+        // Q5_0's kernel without the fifth bits; not timed on its own.
+        GgmlType::Q4_0 => ("matvec_q4_0_s8", block32_long_rows, "@TMAX=1"),
         _ => return None,
     };
     let variant = match t {
@@ -256,6 +261,7 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
         GgmlType::Q6_K => "gemm_q6k",
         GgmlType::Q8_0 => "gemm_q8_0",
         GgmlType::Q5_0 => "gemm_q5_0",
+        GgmlType::Q4_0 => "gemm_q4_0",
         _ => return None,
     };
     // 128 x 64 tiles leave SMs idle on short matrices (an 8B model's 1024-row key and value
@@ -498,6 +504,7 @@ mod tests {
             GgmlType::Q6_K,
             GgmlType::Q8_0,
             GgmlType::Q5_0,
+            GgmlType::Q4_0,
         ] {
             for t in 1..=MATVEC_MAX_T {
                 // An 8B model's shapes, then Gemma 3 270M's (K = 640: 2.5 super-blocks).
@@ -759,6 +766,10 @@ mod tests {
         assert_eq!(planar[..16], raw[6..22]);
         assert_eq!(planar[32..36], raw[2..6]);
         assert_eq!(planar[40..42], raw[..2]);
+        let raw = bytes(GgmlType::Q4_0);
+        let planar = le(&device_words(GgmlType::Q4_0, &raw).unwrap());
+        assert_eq!(planar[..16], raw[2..18]);
+        assert_eq!(planar[32..34], raw[..2]);
     }
 
     #[test]
@@ -840,6 +851,7 @@ mod tests {
     fn other_types_have_no_kernels() {
         assert!(!has_kernels(GgmlType::F16));
         assert!(!has_kernels(GgmlType::Q5_1));
+        assert!(has_kernels(GgmlType::Q4_0));
         assert!(has_kernels(GgmlType::Q5_K));
         assert!(has_kernels(GgmlType::Q6_K));
     }

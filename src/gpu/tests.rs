@@ -248,6 +248,23 @@ fn int8_decode_products_of_32_weight_blocks_stay_near_the_cpu() {
     assert_launched(&launched, &["matvec_q5_0_s8", "matvec_q8_0_s8"]);
 }
 
+/// Q4_0 weights (the tiny Llama's Q4_K and Q6_K retyped, as a Q4_0 file has them) stay Q4_0 on
+/// the device: the embedding takes embed_q4_0, the prompt's chunks gemm_q4_0 and the decode-size
+/// batches matvec_q4_0_s8.
+#[test]
+fn q4_0_models_run_on_their_own_kernels() {
+    let mut synth = tiny_synth("llama3-8b");
+    synth.retype(GgmlType::Q4_K, GgmlType::Q4_0).unwrap();
+    synth.retype(GgmlType::Q6_K, GgmlType::Q4_0).unwrap();
+    let launched = check_model_on_emulated_device(
+        "llama3-8b Q4_0",
+        written(&synth),
+        S8_TOLERANCE,
+        int8_decode,
+    );
+    assert_launched(&launched, &["embed_q4_0", "gemm_q4_0", "matvec_q4_0_s8"]);
+}
+
 /// The norms and gated products of decode-size batches write the int8 blocks of their output
 /// themselves (the `_f32q` kernels): the bits quantize_s8 makes of their f32 output, so the
 /// logits are bit for bit those of the same backend quantizing every product input with a

@@ -133,7 +133,10 @@ mod tests {
         let planes = to_planar(ty, &bytes).unwrap();
         // Block 2's nibbles at 32, its d after all nibbles.
         assert_eq!(planes[32..48], bytes[2 * 18 + 2..3 * 18]);
-        assert_eq!(planes[16 * blocks + 4..16 * blocks + 6], bytes[2 * 18..2 * 18 + 2]);
+        assert_eq!(
+            planes[16 * blocks + 4..16 * blocks + 6],
+            bytes[2 * 18..2 * 18 + 2]
+        );
         assert_eq!(from_planar(ty, &planes).unwrap(), bytes);
     }
 
