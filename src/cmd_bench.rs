@@ -49,7 +49,8 @@ pub struct Args {
     #[arg(long, requires = "tune")]
     table: Option<PathBuf>,
     /// Time, of each quantized GEMM and matvec, only the variant the engine's dispatch runs at
-    /// each shape (without a ZINC_TUNE table); of every other kernel its default.
+    /// each shape (without a ZINC_TUNE table); of every other kernel its default. Here a FILTER
+    /// `kernel$` takes that kernel in any variant.
     #[arg(long, conflicts_with = "tune")]
     dispatch: bool,
 }
@@ -136,7 +137,10 @@ pub fn run(args: &Args) -> Result<()> {
     let names: Vec<&str> = bench
         .registry
         .names()
-        .filter(|n| harness::any_filter_matches(n, &args.filters))
+        .filter(|n| {
+            args.filters.is_empty()
+                || (args.filters.iter()).any(|f| bench_filter_matches(n, f, args.dispatch))
+        })
         .filter(|n| {
             let named = |f: &String| f.contains('@') && harness::filter_matches(n, f);
             args.tune || args.dispatch || !n.contains('@') || args.filters.iter().any(named)
@@ -432,6 +436,17 @@ fn fastest_variants(rows: &[Row]) -> Vec<Fastest> {
     best
 }
 
+/// [`harness::filter_matches`], except that with `--dispatch` a kernel's name ending in `$`
+/// (`gemm_q4k_wg$`) stands for that kernel in whichever variant the dispatch runs, not only
+/// its default build (which the dispatch may never pick).
+fn bench_filter_matches(name: &str, filter: &str, dispatch: bool) -> bool {
+    let kernel_alone = dispatch && filter.ends_with('$') && !filter.contains(['@', '=']);
+    match (kernel_alone, name.split_once('@')) {
+        (true, Some((kernel, _))) => harness::filter_matches(kernel, filter),
+        _ => harness::filter_matches(name, filter),
+    }
+}
+
 /// Whether the engine's dispatch runs kernel or variant `name` at `shape`: for a quantized
 /// GEMM (above `MATVEC_MAX_T` tokens) or matvec (up to it), the one `gpu::dispatch` picks for
 /// its weight type and activations (f16 or f32 in; int8 blocks for the matvecs, none for the
@@ -542,6 +557,21 @@ mod tests {
             f32_out_ratio: None,
             error: None,
         }
+    }
+
+    #[test]
+    fn under_dispatch_a_kernel_filter_takes_its_variants() {
+        let variant = "gemm_q4k_wg@BT=256";
+        assert!(!bench_filter_matches(variant, "gemm_q4k_wg$", false));
+        assert!(bench_filter_matches(variant, "gemm_q4k_wg$", true));
+        assert!(!bench_filter_matches(
+            "gemm_q4k_wg_silu@BT=256",
+            "gemm_q4k_wg$",
+            true
+        ));
+        assert!(bench_filter_matches(variant, "BT=256$", true));
+        assert!(!bench_filter_matches(variant, "gemm_q4k_wg@BT=128$", true));
+        assert!(bench_filter_matches("gemm_q4k_wg", "gemm_q4k_wg$", false));
     }
 
     #[test]
