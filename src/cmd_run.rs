@@ -14,7 +14,7 @@ use zinc_models::sampler::{Sampler, SamplerConfig};
 use zinc_models::tokenizer::{Tokenizer, Vocab};
 use zinc_runtime::Device;
 
-use crate::gpu::{weight_bytes, Gpu, GpuError};
+use crate::gpu::{expanded_types, weight_bytes, Gpu, GpuError};
 use crate::harness;
 
 /// Where scripts/fetch-gemma3-270m.sh puts the project's default model.
@@ -121,6 +121,12 @@ pub fn gpu_model(gguf: &Gguf, ctx: usize, cpu: bool) -> Result<Option<(Model<Gpu
     }
     let device = harness::open_device()?;
     let weights = weight_bytes(gguf);
+    for (ty, matrices) in expanded_types(gguf) {
+        eprintln!(
+            "zinc: {matrices} matrices are {ty}, which has no GPU kernels yet: they run from f16 \
+             copies (more memory, slower decode)"
+        );
+    }
     match Model::with_backend(gguf, |c| Ok(Gpu::new(&device, c, ctx, weights)?)) {
         Ok(model) => Ok(Some((model, device.props().name.clone()))),
         Err(ModelError::Backend(e))

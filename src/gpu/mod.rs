@@ -109,6 +109,21 @@ pub fn weight_bytes(gguf: &Gguf) -> u64 {
         .sum()
 }
 
+/// The quantized types of `gguf`'s matrices that have no kernels, each with how many matrices
+/// it has: the backend uploads those as f16 copies (3.5 times a 4.5-bit type's bytes, and its
+/// decode reads them all).
+pub fn expanded_types(gguf: &Gguf) -> BTreeMap<&'static str, usize> {
+    let mut expanded = BTreeMap::new();
+    for t in gguf.tensors().iter().filter(|t| t.dims.len() == 2) {
+        let Ok(ty) = t.ggml_type() else { continue };
+        let float = matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
+        if !float && !dispatch::has_kernels(ty) {
+            *expanded.entry(ty.name()).or_default() += 1;
+        }
+    }
+    expanded
+}
+
 /// `?` for device results inside backend ops, which return [`ModelError`].
 trait OnGpu<T> {
     fn gpu(self) -> Result<T>;

@@ -399,3 +399,29 @@ fn top_k_sampling_on_the_emulated_device_draws_what_the_host_draws() {
     }
     assert!(picks.windows(2).any(|w| w[0] != w[1]), "{picks:?}");
 }
+
+/// Matrices of quantized types without kernels are counted per type (they go up as f16);
+/// vectors, float matrices and types with kernels are not.
+#[test]
+fn matrices_without_kernels_are_counted_per_type() {
+    use zinc_models::gguf::{write, TensorSpec};
+    let spec = |name: &str, dims: &[u64], ty| TensorSpec {
+        name: name.into(),
+        dims: dims.to_vec(),
+        ty,
+    };
+    let q4_1 = [0u8; 2 * 20];
+    let q4_k = [0u8; 144];
+    let f16s = [0u8; 2 * 64];
+    let tensors = [
+        (spec("a", &[32, 2], GgmlType::Q4_1), &q4_1[..]),
+        (spec("b", &[64, 1], GgmlType::Q4_1), &q4_1[..]),
+        (spec("c", &[64], GgmlType::Q4_1), &q4_1[..]),
+        (spec("d", &[256, 1], GgmlType::Q4_K), &q4_k[..]),
+        (spec("e", &[64, 1], GgmlType::F16), &f16s[..]),
+    ];
+    let bytes = write(Vec::new(), &[], &tensors).unwrap();
+    let gguf = Gguf::from_bytes(bytes).unwrap();
+    let expanded = crate::gpu::expanded_types(&gguf);
+    assert_eq!(expanded.into_iter().collect::<Vec<_>>(), [("Q4_1", 2)]);
+}
