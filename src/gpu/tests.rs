@@ -425,3 +425,14 @@ fn matrices_without_kernels_are_counted_per_type() {
     let expanded = crate::gpu::expanded_types(&gguf);
     assert_eq!(expanded.into_iter().collect::<Vec<_>>(), [("Q4_1", 2)]);
 }
+
+/// A gated GEMM's output exists in f16 only; reading it as f32 is an error, not a panic.
+#[test]
+fn an_activation_held_in_f16_only_refuses_f32_reads() {
+    let device = crate::emulator::device();
+    let stream = device.default_stream();
+    let act = super::Act::half_only(stream.alloc::<zinc_runtime::half::f16>(8).unwrap());
+    assert_eq!(act.len(), 8);
+    let error = act.f32().map(|_| ()).unwrap_err().to_string();
+    assert!(error.contains("held in f16 only"), "{error}");
+}
