@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 use zinc_models::backend::AttentionParams;
-use zinc_models::quant::{dequantize_row, q4k_split_row, quantize_row, GgmlType};
+use zinc_models::quant::{dequantize_row, kquant_split_row, quantize_row, GgmlType};
 
 /// `y[r][c] = x[r][c] / sqrt(mean(x[r]^2) + eps) * w[c]` over rows of `w.len()` elements.
 pub fn rmsnorm(x: &[f32], w: &[f32], eps: f64) -> Vec<f64> {
@@ -396,7 +396,7 @@ pub fn decode_acts(bytes: &[u8]) -> Vec<f64> {
 /// `Y[T][N] = X[T][K] · W[N][K]^T` as the int8 kernels (gemm_q4k_s8 and the matvec_*_s8)
 /// compute it from `quantize_acts(x)` and `w` quantized as `ty`, summed in f64 from exact
 /// products: the quantized activations times the dequantized weights (before the weights' f32
-/// rounding). Q4_K per activation block `d * sum(q * (d_w scale q_w)) - (dmin min) * sum` (the
+/// rounding). Q4_K and Q5_K per activation block `d * sum(q * (d_w scale q_w)) - (dmin min) * sum` (the
 /// stored sum, as the kernels take it); Q6_K, Q8_0, Q5_0 and Q4_0, which have no minimum,
 /// `d * sum(q * w)` (their dequantized weights are exact in f32). Its distance to
 /// `gemm_xwt(x, dequantized(ty, w))` is the int8 rounding of the activations.
@@ -408,9 +408,9 @@ pub fn gemm_s8(ty: GgmlType, x: &[f32], w: &[f32], n: usize, k: usize) -> Vec<f6
         .unzip();
     let (values, sums) = (values.concat(), sums.concat());
     match ty {
-        GgmlType::Q4_K => {
-            let bytes = quantize(GgmlType::Q4_K, w);
-            let (scaled, mins) = q4k_split_row(&bytes, w.len()).expect("whole blocks");
+        GgmlType::Q4_K | GgmlType::Q5_K => {
+            let bytes = quantize(ty, w);
+            let (scaled, mins) = kquant_split_row(ty, &bytes, w.len()).expect("whole blocks");
             let main = gemm_xwt(&values, &scaled, n, k);
             let min = gemm_xwt(&sums, &mins, n, k / 32);
             main.iter().zip(min).map(|(a, b)| a - b).collect()

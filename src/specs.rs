@@ -225,6 +225,12 @@ pub const SPECS: &[Spec] = &[
         copy: None,
         gated: None,
     },
+    // Q5_K on the same kernel, its fifth bits ored into the quant bytes.
+    Spec {
+        kernel: "matvec_q5k_s8",
+        weight: Some(GgmlType::Q5_K),
+        ..spec("matvec_q5k_s8", Op::Matvec, Elem::ActS8, Elem::F32)
+    },
     // The same on Q6_K, reading matvec_q6k's planar layout.
     Spec {
         kernel: "matvec_q6k_s8",

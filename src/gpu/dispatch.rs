@@ -183,8 +183,8 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
 }
 
 /// The integer matvec for `t` tokens (1..=MATVEC_MAX_T) of a `ty` matrix with `n` rows and `k`
-/// columns, on quantize_s8's int8 activations, if the type has one (Q4_K, Q6_K, Q8_0, Q5_0,
-/// Q4_0). At
+/// columns, on quantize_s8's int8 activations, if the type has one (Q4_K, Q5_K, Q6_K, Q8_0,
+/// Q5_0, Q4_0). At
 /// one token, the H200's fastest builds (docs/PERF.md, session 5): Q4_K with one row group of 8
 /// warps on long rows (4096 x 14336: 14.7 us, at the copy's bandwidth), four on short ones
 /// (14336 x 4096: 14.1 us); Q6_K with four row groups of 16 warps on long rows (18.5 us) and of 4
@@ -221,6 +221,8 @@ pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
     };
     let (kernel, long_rows, short_rows) = match ty {
         GgmlType::Q4_K => ("matvec_q4k_s8", "@TMAX=1,RG=1,KW=8", "@TMAX=1,RG=4,KW=8"),
+        // Q4_K's kernel with the fifth bits; Q4_K's tiles, not timed on their own.
+        GgmlType::Q5_K => ("matvec_q5k_s8", "@TMAX=1,RG=1,KW=8", "@TMAX=1,RG=4,KW=8"),
         GgmlType::Q6_K => ("matvec_q6k_s8", "@TMAX=1,RG=4,KW=16", "@TMAX=1,RG=4,KW=4"),
         GgmlType::Q8_0 => ("matvec_q8_0_s8", q8_0_long_rows, q8_0_short_rows),
         GgmlType::Q5_0 => ("matvec_q5_0_s8", block32_long_rows, "@TMAX=1"),

@@ -169,8 +169,8 @@ fn assert_launched(launched: &[String], kernels: &[&str]) {
     }
 }
 
-/// The tiny llama with its Q4_K matrices stored as Q5_K (as a Q5_K_M file has them): matvec_q5k,
-/// gemm_q5k and the Q5_K uploads in the engine.
+/// The tiny llama with its Q4_K matrices stored as Q5_K (as a Q5_K_M file has them): matvec_q5k
+/// (f32 decode) or matvec_q5k_s8 (int8 decode), gemm_q5k and the Q5_K uploads in the engine.
 #[test]
 fn llama3_with_q5_k_weights_on_the_emulated_device_matches_the_cpu() {
     let mut synth = tiny_synth("llama3-8b");
@@ -180,7 +180,16 @@ fn llama3_with_q5_k_weights_on_the_emulated_device_matches_the_cpu() {
         .tensors()
         .iter()
         .any(|t| t.ggml_type().ok() == Some(GgmlType::Q5_K)));
-    check_model_on_emulated_device("llama3-8b Q5_K", gguf, DEFAULT_TOLERANCE, f32_decode);
+    let launched =
+        check_model_on_emulated_device("llama3-8b Q5_K", gguf, DEFAULT_TOLERANCE, f32_decode);
+    assert_launched(&launched, &["matvec_q5k"]);
+    let launched = check_model_on_emulated_device(
+        "llama3-8b Q5_K int8",
+        written(&synth),
+        S8_TOLERANCE,
+        int8_decode,
+    );
+    assert_launched(&launched, &["matvec_q5k_s8"]);
 }
 
 /// Without wgmma (the kernels of the RTX 4090 and 5090) the gate and up pairs take gemm_q4k's

@@ -178,17 +178,26 @@ fn k4_parts(b: &[u8], has_high: bool, mut f: impl FnMut(usize, f32, u8, f32)) {
     }
 }
 
-/// A Q4_K row of `len` weights split the way int8 tensor-core GEMMs use it: `(d * scale) * q`
+/// A Q4_K or Q5_K row of `len` weights split the way the int8 kernels use it: `(d * scale) * q`
 /// per weight and `dmin * min` per 32-weight sub-block, both exact in f32, so that a weight is
 /// the first minus its sub-block's second (which [`dequantize_row`] rounds once more).
-pub fn q4k_split_row(bytes: &[u8], len: usize) -> Result<(Vec<f32>, Vec<f32>), QuantError> {
-    check_sizes(GgmlType::Q4_K, len, bytes.len())?;
+pub fn kquant_split_row(
+    ty: GgmlType,
+    bytes: &[u8],
+    len: usize,
+) -> Result<(Vec<f32>, Vec<f32>), QuantError> {
+    let has_high = match ty {
+        GgmlType::Q4_K => false,
+        GgmlType::Q5_K => true,
+        _ => return Err(QuantError::Unsupported { ty, op: "split" }),
+    };
+    check_sizes(ty, len, bytes.len())?;
     let (mut scaled, mut mins) = (vec![0.0; len], vec![0.0; len / 32]);
     for (b, (scaled, mins)) in bytes
-        .chunks_exact(GgmlType::Q4_K.type_size())
+        .chunks_exact(ty.type_size())
         .zip(scaled.chunks_exact_mut(256).zip(mins.chunks_exact_mut(8)))
     {
-        k4_parts(b, false, |i, scale, q, min| {
+        k4_parts(b, has_high, |i, scale, q, min| {
             scaled[i] = scale * f32::from(q);
             mins[i / 32] = min;
         });

@@ -362,19 +362,22 @@ fn q5_k_round_trip() {
 }
 
 #[test]
-fn q4_k_splits_into_scaled_nibbles_and_mins() {
+fn k_quants_split_into_scaled_quants_and_mins() {
     // The dequantized weight is the split's difference rounded once, as dequantize_row computes
     // it; the mins are one per 32 weights.
     let mut rng = StdRng::seed_from_u64(11);
-    let bytes = quant(GgmlType::Q4_K, &gaussian_rows(&mut rng, 512));
-    let (scaled, mins) = q4k_split_row(&bytes, 512).unwrap();
-    assert_eq!(mins.len(), 16);
-    let y = dequant(GgmlType::Q4_K, &bytes);
-    for (i, w) in y.iter().enumerate() {
-        assert_eq!(*w, scaled[i] - mins[i / 32], "weight {i}");
+    for ty in [GgmlType::Q4_K, GgmlType::Q5_K] {
+        let bytes = quant(ty, &gaussian_rows(&mut rng, 512));
+        let (scaled, mins) = kquant_split_row(ty, &bytes, 512).unwrap();
+        assert_eq!(mins.len(), 16);
+        let y = dequant(ty, &bytes);
+        for (i, w) in y.iter().enumerate() {
+            assert_eq!(*w, scaled[i] - mins[i / 32], "{ty} weight {i}");
+        }
+        assert!(mins.iter().any(|&m| m != 0.0));
+        assert!(kquant_split_row(ty, &bytes, 256).is_err());
     }
-    assert!(mins.iter().any(|&m| m != 0.0));
-    assert!(q4k_split_row(&bytes, 256).is_err());
+    assert!(kquant_split_row(GgmlType::Q6_K, &[0; 210], 256).is_err());
 }
 
 #[test]
