@@ -26,7 +26,7 @@ pub struct Args {
     seed: u64,
     /// Store the tensors of type FROM as TO instead, e.g. `Q4_K=Q8_0,Q6_K=Q8_0` for a file
     /// with Q8_0's weights (the metadata keep saying Q4_K_M). TO is one of Q4_K, Q5_K, Q6_K,
-    /// Q4_0, Q5_0, Q8_0, F16.
+    /// Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q8_0, F16.
     #[arg(long, value_name = "FROM=TO", value_delimiter = ',', value_parser = parse_retype)]
     retype: Vec<(GgmlType, GgmlType)>,
     /// Output file.

@@ -274,6 +274,23 @@ fn q4_0_models_run_on_their_own_kernels() {
     assert_launched(&launched, &["embed_q4_0", "gemm_q4_0", "matvec_q4_0_s8"]);
 }
 
+/// IQ4_XS matrices, which have no kernels yet, go up as f16 copies (and are named as such), and
+/// the model still matches the CPU.
+#[test]
+fn iq4_xs_models_run_from_f16_copies() {
+    let mut synth = tiny_synth("llama3-8b");
+    synth.retype(GgmlType::Q4_K, GgmlType::IQ4_XS).unwrap();
+    let gguf = written(&synth);
+    let expanded = crate::gpu::expanded_types(&gguf);
+    assert!(
+        expanded.get("IQ4_XS").is_some_and(|&n| n > 0),
+        "{expanded:?}"
+    );
+    let launched =
+        check_model_on_emulated_device("llama3-8b IQ4_XS", gguf, DEFAULT_TOLERANCE, f32_decode);
+    assert_launched(&launched, &["gemm_f16"]);
+}
+
 /// The norms and gated products of decode-size batches write the int8 blocks of their output
 /// themselves (the `_f32q` kernels): the bits quantize_s8 makes of their f32 output, so the
 /// logits are bit for bit those of the same backend quantizing every product input with a

@@ -43,6 +43,8 @@ pub(super) fn block_kernel(ty: GgmlType) -> Option<DequantKernel> {
         Q4_K => |b, y| k4(b, y, false),
         Q5_K => |b, y| k4(b, y, true),
         Q6_K => q6_k,
+        IQ4_NL => iq4_nl,
+        IQ4_XS => iq4_xs,
         _ => return None,
     })
 }
@@ -203,6 +205,38 @@ pub fn kquant_split_row(
         });
     }
     Ok((scaled, mins))
+}
+
+/// The 16 non-linear levels of IQ4_NL and IQ4_XS (GGUF's table): a weight's nibble picks one.
+pub const IQ4_LEVELS: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// 32 weights from 16 bytes of level indices, times `scale`: byte j's low nibble is weight j,
+/// its high nibble weight j + 16.
+fn iq4_levels(qs: &[u8], scale: f32, y: &mut [f32]) {
+    for (j, &q) in qs.iter().enumerate() {
+        y[j] = scale * f32::from(IQ4_LEVELS[usize::from(q & 0xF)]);
+        y[j + 16] = scale * f32::from(IQ4_LEVELS[usize::from(q >> 4)]);
+    }
+}
+
+/// IQ4_NL (32 weights): f16 d, 16 bytes of level indices.
+fn iq4_nl(b: &[u8], y: &mut [f32]) {
+    iq4_levels(&b[2..18], f16_at(b, 0), y);
+}
+
+/// IQ4_XS (256 weights): f16 d, a u16 of scale high bits (two per 32-weight sub-block), 4 bytes
+/// of scale low nibbles (sub-block i: nibble i % 2 of byte i / 2), then 128 bytes of level
+/// indices, 16 per sub-block. Sub-block i's scale is d * (s - 32), s its 6-bit scale.
+fn iq4_xs(b: &[u8], y: &mut [f32]) {
+    let d = f16_at(b, 0);
+    let high = u16::from_le_bytes([b[2], b[3]]);
+    for (i, y) in y.chunks_exact_mut(32).enumerate() {
+        let low = (b[4 + i / 2] >> (4 * (i % 2))) & 0xF;
+        let s = i32::from(low) | i32::from((high >> (2 * i)) & 3) << 4;
+        iq4_levels(&b[8 + 16 * i..24 + 16 * i], d * (s - 32) as f32, y);
+    }
 }
 
 /// Q6_K (256 weights): 128 bytes of low nibbles, 64 bytes of high bit pairs, 16 i8 scales (one

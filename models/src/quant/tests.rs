@@ -65,6 +65,44 @@ fn q4_0_and_q4_1() {
 }
 
 #[test]
+fn iq4_nl_and_iq4_xs_pick_non_linear_levels() {
+    let levels = [
+        -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+    ];
+    // Byte j: level j for weight j, level 15 - j for weight j + 16.
+    let qs: Vec<u8> = (0..16).map(|j| j | (15 - j) << 4).collect();
+    let y = dequant(GgmlType::IQ4_NL, &[&h(0.5)[..], &qs].concat());
+    for j in 0..16 {
+        let want = (levels[j] as f32 * 0.5, levels[15 - j] as f32 * 0.5);
+        assert_eq!((y[j], y[j + 16]), want);
+    }
+    // IQ4_XS: sub-block i's 6-bit scale s (every value of the high bits), factor d * (s - 32).
+    let scales = [1u32, 20, 31, 32, 33, 47, 48, 63];
+    let high: u16 = scales
+        .iter()
+        .enumerate()
+        .map(|(i, s)| ((s >> 4) as u16) << (2 * i))
+        .sum();
+    let low: Vec<u8> = (0..4)
+        .map(|b| (scales[2 * b] & 0xF | (scales[2 * b + 1] & 0xF) << 4) as u8)
+        .collect();
+    let qs_xs: Vec<u8> = (0..8).flat_map(|_| qs.iter().copied()).collect();
+    let block = [&h(0.25)[..], &high.to_le_bytes(), &low, &qs_xs].concat();
+    assert_eq!(block.len(), GgmlType::IQ4_XS.type_size());
+    let y = dequant(GgmlType::IQ4_XS, &block);
+    for i in 0..8 {
+        for j in 0..16 {
+            let factor = 0.25 * (scales[i] as f32 - 32.0);
+            let got = (y[32 * i + j], y[32 * i + j + 16]);
+            assert_eq!(
+                got,
+                (levels[j] as f32 * factor, levels[15 - j] as f32 * factor)
+            );
+        }
+    }
+}
+
+#[test]
 fn q5_0_and_q5_1() {
     let qs: Vec<u8> = (0..16).map(|j| j | j << 4).collect();
     // Fifth bits set for weights 16..32 only: quants 0..16 then 16..32; Q5_0 centres them on 16.
@@ -407,7 +445,7 @@ fn size_and_support_errors() {
     for ty in [
         GgmlType::Q8_1,
         GgmlType::Q8_K,
-        GgmlType::IQ4_XS,
+        GgmlType::IQ2_XS,
         GgmlType::MXFP4,
     ] {
         assert!(!ty.can_dequantize());

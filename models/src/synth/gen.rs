@@ -5,7 +5,7 @@
 use half::f16;
 
 use super::tensors::Init;
-use crate::quant::GgmlType;
+use crate::quant::{GgmlType, IQ4_LEVELS};
 
 /// Target std of a dequantized weight.
 pub const WEIGHT_STD: f32 = 0.02;
@@ -70,12 +70,14 @@ fn rms(lo: i32, hi: i32) -> f32 {
 }
 
 /// The types [`fill`] draws weights in (any other type gets f32 words).
-pub const WEIGHT_TYPES: [GgmlType; 7] = [
+pub const WEIGHT_TYPES: [GgmlType; 9] = [
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q6_K,
     GgmlType::Q4_0,
     GgmlType::Q5_0,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
     GgmlType::Q8_0,
     GgmlType::F16,
 ];
@@ -88,6 +90,8 @@ pub fn fill(ty: GgmlType, init: Init, first: u64, out: &mut [u8], rng: &mut WyRa
         (Init::Weight, GgmlType::Q5_K) => blocks(out, 176, rng, q5_k),
         (Init::Weight, GgmlType::Q6_K) => blocks(out, 210, rng, q6_k),
         (Init::Weight, GgmlType::Q4_0) => blocks(out, 18, rng, q4_0),
+        (Init::Weight, GgmlType::IQ4_NL) => blocks(out, 18, rng, iq4_nl),
+        (Init::Weight, GgmlType::IQ4_XS) => blocks(out, 136, rng, iq4_xs),
         (Init::Weight, GgmlType::Q5_0) => blocks(out, 22, rng, q5_0),
         (Init::Weight, GgmlType::Q8_0) => blocks(out, 34, rng, q8_0),
         (Init::Weight, GgmlType::F16) => {
@@ -171,6 +175,28 @@ fn q6_k(b: &mut [u8], rng: &mut WyRand) {
     }
     let d = rng.block_scale(base_scale(rms(8, 15) * rms(-32, 31)));
     b[208..210].copy_from_slice(&d.to_le_bytes());
+}
+
+/// Root mean square of the IQ4 levels.
+fn iq4_rms() -> f32 {
+    let sum: f32 = IQ4_LEVELS
+        .iter()
+        .map(|&l| f32::from(l) * f32::from(l))
+        .sum();
+    (sum / 16.0).sqrt()
+}
+
+/// IQ4_NL: f16 d, 16 bytes of level indices. Weight = d·level.
+fn iq4_nl(b: &mut [u8], rng: &mut WyRand) {
+    let d = rng.block_scale(base_scale(iq4_rms()));
+    b[0..2].copy_from_slice(&d.to_le_bytes());
+}
+
+/// IQ4_XS: f16 d, then random 6-bit sub-block scales s and level indices. Weight =
+/// d·(s − 32)·level.
+fn iq4_xs(b: &mut [u8], rng: &mut WyRand) {
+    let d = rng.block_scale(base_scale(iq4_rms() * rms(-32, 31)));
+    b[0..2].copy_from_slice(&d.to_le_bytes());
 }
 
 /// Q4_0: f16 d, 16 bytes of nibbles. Weight = d·(q − 8).

@@ -31,6 +31,8 @@ F16_FIELDS = {
     T.Q4_K: [0, 2],
     T.Q5_K: [0, 2],
     T.Q6_K: [208],
+    T.IQ4_NL: [0],
+    T.IQ4_XS: [0],
 }
 PLAIN = {T.F32: np.float32, T.F16: np.float16}
 
