@@ -396,8 +396,8 @@ pub fn decode_acts(bytes: &[u8]) -> Vec<f64> {
 /// `Y[T][N] = X[T][K] · W[N][K]^T` as the int8 kernels (gemm_q4k_s8 and the matvec_*_s8)
 /// compute it from `quantize_acts(x)` and `w` quantized as `ty`, summed in f64 from exact
 /// products: the quantized activations times the dequantized weights (before the weights' f32
-/// rounding). Q4_K and Q5_K per activation block `d * sum(q * (d_w scale q_w)) - (dmin min) * sum` (the
-/// stored sum, as the kernels take it); Q6_K, Q8_0, Q5_0 and Q4_0, which have no minimum,
+/// rounding). Q4_K and Q5_K per activation block `d * sum(q * (d_w scale q_w)) - (dmin min) *
+/// sum` (the stored sum, as the kernels take it); Q6_K, Q8_0, Q5_0 and Q4_0, which have no minimum,
 /// `d * sum(q * w)` (their dequantized weights are exact in f32). Its distance to
 /// `gemm_xwt(x, dequantized(ty, w))` is the int8 rounding of the activations.
 pub fn gemm_s8(ty: GgmlType, x: &[f32], w: &[f32], n: usize, k: usize) -> Vec<f64> {
