@@ -216,56 +216,16 @@ pub const SPECS: &[Spec] = &[
     with_copy("silu_mul_f32q", Op::SiluMul, Elem::ActS8),
     with_copy("gelu_mul_f32q", Op::GeluMul, Elem::ActS8),
     // Decode on the integer units: activations from quantize_s8, dp4a on the raw nibbles.
-    Spec {
-        kernel: "matvec_q4k_s8",
-        op: Op::Matvec,
-        input: Elem::ActS8,
-        out: Elem::F32,
-        weight: Some(GgmlType::Q4_K),
-        copy: None,
-        gated: None,
-    },
+    int8_matvec("matvec_q4k_s8", GgmlType::Q4_K),
     // Q5_K on the same kernel, its fifth bits ored into the quant bytes.
-    Spec {
-        kernel: "matvec_q5k_s8",
-        weight: Some(GgmlType::Q5_K),
-        ..spec("matvec_q5k_s8", Op::Matvec, Elem::ActS8, Elem::F32)
-    },
+    int8_matvec("matvec_q5k_s8", GgmlType::Q5_K),
     // The same on Q6_K, reading matvec_q6k's planar layout.
-    Spec {
-        kernel: "matvec_q6k_s8",
-        op: Op::Matvec,
-        input: Elem::ActS8,
-        out: Elem::F32,
-        weight: Some(GgmlType::Q6_K),
-        copy: None,
-        gated: None,
-    },
+    int8_matvec("matvec_q6k_s8", GgmlType::Q6_K),
     // Q8_0, Q5_0 and Q4_0 on matvec_q8_0's and matvec_q5_0's planar layouts (one d per 32
     // weights, an activation block's).
-    Spec {
-        kernel: "matvec_q8_0_s8",
-        op: Op::Matvec,
-        input: Elem::ActS8,
-        out: Elem::F32,
-        weight: Some(GgmlType::Q8_0),
-        copy: None,
-        gated: None,
-    },
-    Spec {
-        kernel: "matvec_q5_0_s8",
-        op: Op::Matvec,
-        input: Elem::ActS8,
-        out: Elem::F32,
-        weight: Some(GgmlType::Q5_0),
-        copy: None,
-        gated: None,
-    },
-    Spec {
-        kernel: "matvec_q4_0_s8",
-        weight: Some(GgmlType::Q4_0),
-        ..spec("matvec_q4_0_s8", Op::Matvec, Elem::ActS8, Elem::F32)
-    },
+    int8_matvec("matvec_q8_0_s8", GgmlType::Q8_0),
+    int8_matvec("matvec_q5_0_s8", GgmlType::Q5_0),
+    int8_matvec("matvec_q4_0_s8", GgmlType::Q4_0),
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
     // sm_90a only: gemm_q4k_wg's kernel on planar Q6_K (kernels/gemm_wg.tile).
@@ -276,14 +236,8 @@ pub const SPECS: &[Spec] = &[
     quant_gemm("gemm_q5_0", GgmlType::Q5_0),
     quant_gemm("gemm_q4_0", GgmlType::Q4_0),
     // sm_90a only: gemm_wg writing f16, the output of the cuBLAS baseline (kernels/gemm_wg_h.tile).
-    Spec {
-        out: Elem::F16,
-        ..quant_gemm("gemm_q4k_wg_h", GgmlType::Q4_K)
-    },
-    Spec {
-        out: Elem::F16,
-        ..quant_gemm("gemm_q6k_wg_h", GgmlType::Q6_K)
-    },
+    half_out_gemm("gemm_q4k_wg_h", GgmlType::Q4_K),
+    half_out_gemm("gemm_q6k_wg_h", GgmlType::Q6_K),
     // sm_90a only: gemm_q4k_wg's kernel on a gated pair's gate and up rows, with the gated
     // unit's activation in its epilogue (GLU in kernels/gemm_wg.tile).
     gated_gemm("gemm_q4k_wg_silu", GgmlType::Q4_K, Op::SiluMul),
@@ -408,13 +362,28 @@ const fn quant_gemm(kernel: &'static str, ty: GgmlType) -> Spec {
     }
 }
 
-/// [`quant_gemm`] on a gated pair's 2N weight rows, writing `op`'s gated unit in f16 (the down
+/// [`quant_gemm`] writing f16.
+const fn half_out_gemm(kernel: &'static str, ty: GgmlType) -> Spec {
+    Spec {
+        out: Elem::F16,
+        ..quant_gemm(kernel, ty)
+    }
+}
+
+/// [`half_out_gemm`] on a gated pair's 2N weight rows, writing `op`'s gated unit (f16: the down
 /// projection's input).
 const fn gated_gemm(kernel: &'static str, ty: GgmlType, op: Op) -> Spec {
     Spec {
-        out: Elem::F16,
         gated: Some(op),
-        ..quant_gemm(kernel, ty)
+        ..half_out_gemm(kernel, ty)
+    }
+}
+
+/// A decode matvec on quantize_s8's int8 activations and `ty` weights.
+const fn int8_matvec(kernel: &'static str, ty: GgmlType) -> Spec {
+    Spec {
+        input: Elem::ActS8,
+        ..quant(kernel, Op::Matvec, ty, Elem::F32)
     }
 }
 
