@@ -192,42 +192,46 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
 ///
 /// Q8_0 and Q5_0 (one block of 32 per activation block; matvec_q6k_s8's layout of work), timed
 /// on Gemma 3 270M's shapes: on long rows 8 warps (a warp per 256-weight unit of its 2048-long
-/// rows; 640 x 2048 Q5_0: 4.9 us against matvec_q5_0's 6.8), four row groups where that still
-/// fills the GPU; on short rows one row group of 4 warps (2048 x 640: 5.2 us, where four groups
-/// took 7.1; its 262144-row Q8_0 head: 49.1 us against matvec_q8_0's 68.2, at the copy's
-/// bandwidth). On an 8B model's Q8_0 rows (session 10) two row groups of 8 warps do better on
-/// both: 4096 x 14336 in 23.0 us against 31.4 with four, 14336 x 4096 in 22.8 against 25.8 with
-/// one group of 4 (the 128256-row head ties, 131.6 against 131.4). The int8 activations come in
-/// groups of 64, so `k` must be a multiple of 64 (Q8_0 and Q5_0 rows may end mid-group; the f32
-/// matvecs take those).
+/// rows; 640 x 2048 Q5_0: 4.9 us against matvec_q5_0's 6.8); on short rows one row group of 4
+/// warps (2048 x 640: 5.2 us, where four groups took 7.1; its 262144-row Q8_0 head: 49.1 us
+/// against matvec_q8_0's 68.2, at the copy's bandwidth). On an 8B model's Q8_0 rows (session 10)
+/// two row groups of 8 warps do better on both: 4096 x 14336 in 23.0 us against 31.4 with four,
+/// 14336 x 4096 in 22.8 against 25.8 with one group of 4 (the 128256-row head ties, 131.6
+/// against 131.4). On its Q5_0 and Q4_0 rows (session 15) one row group of 8 warps: 4096 x 14336
+/// in 17.9 and 15.6 us (Q4_0 with four groups: 22.5), 14336 x 4096 in 17.0 and 15.2 (4 warps:
+/// 18.6 and 15.9), 4096 x 4096 in 8.9 and 8.0 (four groups: 12.3 and 9.7). Q5_K's short rows
+/// take two row groups (14336 x 4096: 17.1 us against 21.0 with Q4_K's four). The int8
+/// activations come in groups of 64, so `k` must be a multiple of 64 (Q8_0 and Q5_0 rows may end
+/// mid-group; the f32 matvecs take those).
 pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
     if !k.is_multiple_of(64) {
         return None;
     }
     let many_rows = n.div_ceil(32) >= FULL_GRID;
-    let block32_long_rows = match many_rows {
-        true => "@TMAX=1,RG=4,KW=8",
-        false => "@TMAX=1,RG=1,KW=8",
+    let block32_long_rows = "@TMAX=1,RG=1,KW=8";
+    // The rows of an 8B model (K >= 4096) against Gemma 3 270M's.
+    let wide = k >= 4096;
+    let block32_short_rows = match wide {
+        true => "@TMAX=1,RG=1,KW=8",
+        false => "@TMAX=1",
     };
-    // Q8_0 rows of an 8B model (K >= 4096) against Gemma 3 270M's.
-    let wide_q8_0 = k >= 4096;
-    let q8_0_long_rows = match wide_q8_0 && many_rows {
+    let q8_0_long_rows = match wide && many_rows {
         true => "@TMAX=1,RG=2,KW=8",
         false => block32_long_rows,
     };
-    let q8_0_short_rows = match wide_q8_0 {
+    let q8_0_short_rows = match wide {
         true => "@TMAX=1,RG=2,KW=8",
         false => "@TMAX=1",
     };
     let (kernel, long_rows, short_rows) = match ty {
         GgmlType::Q4_K => ("matvec_q4k_s8", "@TMAX=1,RG=1,KW=8", "@TMAX=1,RG=4,KW=8"),
-        // Q4_K's kernel with the fifth bits; Q4_K's tiles, not timed on their own.
-        GgmlType::Q5_K => ("matvec_q5k_s8", "@TMAX=1,RG=1,KW=8", "@TMAX=1,RG=4,KW=8"),
+        // Q4_K's kernel with the fifth bits.
+        GgmlType::Q5_K => ("matvec_q5k_s8", "@TMAX=1,RG=1,KW=8", "@TMAX=1,RG=2,KW=8"),
         GgmlType::Q6_K => ("matvec_q6k_s8", "@TMAX=1,RG=4,KW=16", "@TMAX=1,RG=4,KW=4"),
         GgmlType::Q8_0 => ("matvec_q8_0_s8", q8_0_long_rows, q8_0_short_rows),
-        GgmlType::Q5_0 => ("matvec_q5_0_s8", block32_long_rows, "@TMAX=1"),
-        // Q5_0's kernel without the fifth bits; not timed on its own.
-        GgmlType::Q4_0 => ("matvec_q4_0_s8", block32_long_rows, "@TMAX=1"),
+        GgmlType::Q5_0 => ("matvec_q5_0_s8", block32_long_rows, block32_short_rows),
+        // Q5_0's kernel without the fifth bits.
+        GgmlType::Q4_0 => ("matvec_q4_0_s8", block32_long_rows, block32_short_rows),
         _ => return None,
     };
     let variant = match t {
@@ -483,6 +487,21 @@ mod tests {
         assert_eq!(q8_0(4096, 14336), "matvec_q8_0_s8@TMAX=1,RG=2,KW=8");
         assert_eq!(q8_0(14336, 4096), "matvec_q8_0_s8@TMAX=1,RG=2,KW=8");
         assert!(matvec_s8(GgmlType::Q5_0, 1, 640, 2048).is_some());
+        // Q5_0 and Q4_0: one row group of 8 warps, but for Gemma 3 270M's short rows; Q5_K's
+        // short rows two groups.
+        let one = |ty, n, k| matvec_s8(ty, 1, n, k).unwrap();
+        assert_eq!(one(GgmlType::Q5_0, 2048, 640), "matvec_q5_0_s8@TMAX=1");
+        assert_eq!(
+            one(GgmlType::Q5_0, 640, 2048),
+            "matvec_q5_0_s8@TMAX=1,RG=1,KW=8"
+        );
+        for (n, k) in [(4096, 14336), (14336, 4096), (4096, 4096)] {
+            assert_eq!(one(GgmlType::Q4_0, n, k), "matvec_q4_0_s8@TMAX=1,RG=1,KW=8");
+        }
+        assert_eq!(
+            one(GgmlType::Q5_K, 14336, 4096),
+            "matvec_q5k_s8@TMAX=1,RG=2,KW=8"
+        );
         assert_eq!(matvec_s8(GgmlType::Q5_0, 1, 37, 96), None);
         assert_eq!(matvec_s8(GgmlType::Q8_0, 2, 37, 544), None);
         assert_eq!(matvec_s8(GgmlType::F16, 1, 37, 640), None);
