@@ -235,6 +235,8 @@ pub const SPECS: &[Spec] = &[
     quant_gemm("gemm_q8_0_wg", GgmlType::Q8_0),
     quant_gemm("gemm_q5_0", GgmlType::Q5_0),
     quant_gemm("gemm_q4_0", GgmlType::Q4_0),
+    // sm_90a only: gemm_q4k_wg's kernel on planar Q4_0 (kernels/gemm_wg.tile).
+    quant_gemm("gemm_q4_0_wg", GgmlType::Q4_0),
     // sm_90a only: gemm_wg writing f16, the output of the cuBLAS baseline (kernels/gemm_wg_h.tile).
     half_out_gemm("gemm_q4k_wg_h", GgmlType::Q4_K),
     half_out_gemm("gemm_q6k_wg_h", GgmlType::Q6_K),
@@ -248,6 +250,8 @@ pub const SPECS: &[Spec] = &[
     gated_gemm("gemm_q6k_wg_gelu", GgmlType::Q6_K, Op::GeluMul),
     gated_gemm("gemm_q8_0_wg_silu", GgmlType::Q8_0, Op::SiluMul),
     gated_gemm("gemm_q8_0_wg_gelu", GgmlType::Q8_0, Op::GeluMul),
+    gated_gemm("gemm_q4_0_wg_silu", GgmlType::Q4_0, Op::SiluMul),
+    gated_gemm("gemm_q4_0_wg_gelu", GgmlType::Q4_0, Op::GeluMul),
     // The same on gemm_q4k's mma.sync kernel (GLU in kernels/gemm_q4k.tile), for the GPUs
     // without wgmma.
     gated_gemm("gemm_q4k_silu", GgmlType::Q4_K, Op::SiluMul),

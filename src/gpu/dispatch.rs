@@ -251,7 +251,7 @@ pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
 /// tiles (twice the blocks) for shorter ones, and 64 x 64 tiles where even those make fewer
 /// blocks than SMs; Q5_K (Q4_K's kernel with fifth bits) takes Q4_K's choices until a tune run
 /// says otherwise. With `wgmma` (the device has sm_90a's warpgroup MMA) and K a multiple of 256,
-/// Q4_K takes gemm_q4k_wg, and Q5_K, Q6_K and Q8_0 the same kernel on their own weights.
+/// Q4_K takes gemm_q4k_wg, and Q5_K, Q6_K, Q8_0 and Q4_0 the same kernel on their own weights.
 pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Option<String> {
     if !k.is_multiple_of(64) {
         return None;
@@ -338,6 +338,7 @@ fn wgmma_kernel(ty: GgmlType) -> Option<&'static str> {
         GgmlType::Q5_K => Some("gemm_q5k_wg"),
         GgmlType::Q6_K => Some("gemm_q6k_wg"),
         GgmlType::Q8_0 => Some("gemm_q8_0_wg"),
+        GgmlType::Q4_0 => Some("gemm_q4_0_wg"),
         _ => None,
     }
 }
@@ -594,7 +595,7 @@ mod tests {
     /// gemm_wg's producer (kernels/gemm_wg.tile) issues TMA copies only, and refills the weight
     /// ring safely only with at most 6 stages; the language cannot say so, the list must.
     /// The gated GEMM needs K in whole super-blocks and N in whole pair groups, and has no
-    /// kernel for Q5_0 (nor, without wgmma, for Q6_K and Q8_0).
+    /// kernel for Q5_0 (nor, without wgmma, for Q6_K, Q8_0 and Q4_0).
     #[test]
     fn gated_gemms_take_whole_super_blocks_and_pair_groups() {
         assert_eq!(
@@ -604,6 +605,10 @@ mod tests {
         assert_eq!(
             gated_gemm(GgmlType::Q5_K, true, 100, 2048, 256, true).as_deref(),
             Some("gemm_q5k_wg_gelu")
+        );
+        assert_eq!(
+            gated_gemm(GgmlType::Q4_0, false, 512, 14336, 4096, true).as_deref(),
+            Some("gemm_q4_0_wg_silu@BT=256")
         );
         // Without wgmma: gemm_q4k's tiles for 2N rows, never its K split.
         assert_eq!(
@@ -678,12 +683,13 @@ mod tests {
         assert_eq!(tiles(100, 4096, 4096), "WG=1,BT=64");
         assert_eq!(tiles(100, 14336, 4096), "WG=1,BT=128");
         assert_eq!(tiles(9, 14336, 4096), "WG=1,BT=64");
-        // Q6_K and Q8_0 take the same tiles on their own kernels; Q5_K too, with a producer on
-        // two warpgroups.
+        // Q6_K, Q8_0 and Q4_0 take the same tiles on their own kernels; Q5_K too, with a
+        // producer on two warpgroups.
         for (t, n, k) in [(512, 4096, 14336), (512, 1024, 4096), (9, 4096, 4096)] {
             for (ty, kernel) in [
                 (GgmlType::Q6_K, "gemm_q6k_wg"),
                 (GgmlType::Q8_0, "gemm_q8_0_wg"),
+                (GgmlType::Q4_0, "gemm_q4_0_wg"),
             ] {
                 let name = quant_gemm(ty, t, n, k, true).unwrap();
                 assert_eq!(name, format!("{kernel}@{}", tiles(t, n, k)));

@@ -258,8 +258,8 @@ fn int8_decode_products_of_32_weight_blocks_stay_near_the_cpu() {
 }
 
 /// Q4_0 weights (the tiny Llama's Q4_K and Q6_K retyped, as a Q4_0 file has them) stay Q4_0 on
-/// the device: the embedding takes embed_q4_0, the prompt's chunks gemm_q4_0 and the decode-size
-/// batches matvec_q4_0_s8.
+/// the device: the embedding takes embed_q4_0, the prompt's chunks gemm_q4_0_wg (the emulated
+/// device has sm_90a's wgmma) and its gated units, and the decode-size batches matvec_q4_0_s8.
 #[test]
 fn q4_0_models_run_on_their_own_kernels() {
     let mut synth = tiny_synth("llama3-8b");
@@ -271,7 +271,13 @@ fn q4_0_models_run_on_their_own_kernels() {
         S8_TOLERANCE,
         int8_decode,
     );
-    assert_launched(&launched, &["embed_q4_0", "gemm_q4_0", "matvec_q4_0_s8"]);
+    let kernels = [
+        "embed_q4_0",
+        "gemm_q4_0_wg",
+        "gemm_q4_0_wg_silu",
+        "matvec_q4_0_s8",
+    ];
+    assert_launched(&launched, &kernels);
 }
 
 /// IQ4_XS matrices, which have no kernels yet, go up as f16 copies (and are named as such), and
