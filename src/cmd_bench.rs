@@ -146,6 +146,9 @@ pub fn run(args: &Args) -> Result<()> {
             args.tune || args.dispatch || !n.contains('@') || args.filters.iter().any(named)
         })
         .collect();
+    for filter in unmatched_filters(&names, &args.filters, args.dispatch) {
+        eprintln!("warning: no registered kernel or variant matches `{filter}`; it times nothing");
+    }
     let wgmma = runs_wgmma(&bench.registry);
     print_header();
     let mut rows = Vec::new();
@@ -439,6 +442,16 @@ fn fastest_variants(rows: &[Row]) -> Vec<Fastest> {
 /// [`harness::filter_matches`], except that with `--dispatch` a kernel's name ending in `$`
 /// (`gemm_q4k_wg$`) stands for that kernel in whichever variant the dispatch runs, not only
 /// its default build (which the dispatch may never pick).
+/// The filters that select none of `names` (the kernels a run times): a variant the family
+/// does not build, or a misspelt name, would otherwise be left out of the table silently.
+fn unmatched_filters<'a>(names: &[&str], filters: &'a [String], dispatch: bool) -> Vec<&'a str> {
+    filters
+        .iter()
+        .filter(|f| !names.iter().any(|n| bench_filter_matches(n, f, dispatch)))
+        .map(String::as_str)
+        .collect()
+}
+
 fn bench_filter_matches(name: &str, filter: &str, dispatch: bool) -> bool {
     let kernel_alone = dispatch && filter.ends_with('$') && !filter.contains(['@', '=']);
     match (kernel_alone, name.split_once('@')) {
@@ -572,6 +585,18 @@ mod tests {
         assert!(bench_filter_matches(variant, "BT=256$", true));
         assert!(!bench_filter_matches(variant, "gemm_q4k_wg@BT=128$", true));
         assert!(bench_filter_matches("gemm_q4k_wg", "gemm_q4k_wg$", false));
+    }
+
+    #[test]
+    fn filters_that_select_nothing_are_named() {
+        let names = ["gemm_q4k_wg_h@BT=256", "gemm_q6k_wg_h@BT=256"];
+        let filters: Vec<String> = ["gemm_q4k_wg_h@BT=256$", "_wg_h@BT=256,PRODUCER=1$", "q6k"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            unmatched_filters(&names, &filters, false),
+            ["_wg_h@BT=256,PRODUCER=1$"]
+        );
     }
 
     #[test]
