@@ -358,17 +358,19 @@ const WGMMA_SMS: usize = 132;
 /// at K=4096 and T=512, against 55 for one warpgroup's 144 to 192), one warpgroup with K split
 /// where even that leaves SMs idle (T=512 N=1024 K=4096: 27.2). Short batches take one warpgroup on
 /// the smallest tile that holds them. Q5_K's two-warpgroup tiles take a producer warpgroup, which
-/// gains it 3-7% (its decode is the longest; Q4_K and Q8_0 gained nothing, Q6_K -3 to +4%: session
-/// 12).
+/// gains it 3-7% (its decode is the longest; Q4_K and Q8_0 gained nothing: session 12), and so do
+/// Q6_K's unsplit ones from T = 1024 (1-4% in each of seven pairs at T = 1024 and 2048; -8 to +2%
+/// at T = 512: session 16). The one-warpgroup split tile has a producer warp too (5-12% at N = 1024
+/// to 2048: session 16).
 fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     let blocks = |rows: usize, tokens: usize| t.div_ceil(tokens) * n.div_ceil(rows);
     let (wide, narrow) = (blocks(128, 256), blocks(64, 256));
-    let producer = if kernel == "gemm_q5k_wg" {
-        ",PRODUCER=1"
-    } else {
-        ""
+    let two_warpgroups = |split: &str| {
+        let producer =
+            kernel == "gemm_q5k_wg" || (kernel == "gemm_q6k_wg" && split.is_empty() && t >= 1024);
+        let producer = if producer { ",PRODUCER=1" } else { "" };
+        format!("BT=256{split}{producer}")
     };
-    let two_warpgroups = |split: &str| format!("BT=256{split}{producer}");
     let variant = if t <= 128 {
         match t <= 64 || blocks(64, 128) < FULL_GRID {
             true => "WG=1,BT=64".to_string(),
@@ -383,7 +385,7 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     } else if narrow >= FULL_GRID || k < 512 {
         "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1".to_string()
     } else {
-        "WG=1,BT=256,SPLITK=2".to_string()
+        "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1,SPLITK=2".to_string()
     };
     format!("{kernel}@{variant}")
 }
@@ -675,7 +677,10 @@ mod tests {
             tiles(512, 4096, 4096),
             "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"
         );
-        assert_eq!(tiles(512, 1024, 4096), "WG=1,BT=256,SPLITK=2");
+        assert_eq!(
+            tiles(512, 1024, 4096),
+            "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1,SPLITK=2"
+        );
         assert_eq!(
             tiles(200, 4096, 256),
             "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"
@@ -701,7 +706,16 @@ mod tests {
             q5k(512, 4096, 14336),
             "gemm_q5k_wg@BT=256,SPLITK=2,PRODUCER=1"
         );
-        assert_eq!(q5k(512, 1024, 4096), "gemm_q5k_wg@WG=1,BT=256,SPLITK=2");
+        assert_eq!(
+            q5k(512, 1024, 4096),
+            "gemm_q5k_wg@WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1,SPLITK=2"
+        );
+        // Q6_K's unsplit two-warpgroup tiles take the producer from T = 1024.
+        let q6k = |t, n, k| quant_gemm(GgmlType::Q6_K, t, n, k, true).unwrap();
+        assert_eq!(q6k(512, 14336, 4096), "gemm_q6k_wg@BT=256");
+        assert_eq!(q6k(1024, 4096, 4096), "gemm_q6k_wg@BT=256,PRODUCER=1");
+        assert_eq!(q6k(2048, 4096, 14336), "gemm_q6k_wg@BT=256,PRODUCER=1");
+        assert_eq!(q6k(512, 4096, 14336), "gemm_q6k_wg@BT=256,SPLITK=2");
         // Other types, K not a multiple of 256, and every type without sm_90a keep the mma.sync
         // kernels.
         assert!(!quant_gemm(GgmlType::Q5_0, 512, 4096, 4096, true)
