@@ -489,6 +489,79 @@ mod tests {
         }
     }
 
+    /// gemm_wg's runs of tiles (the engine's launches of a short last wave on one-warpgroup
+    /// tiles, dispatch::wave_tail): the full waves and then the rest, each on a grid of its own
+    /// from its first tile, write the whole product, ragged rows included. A device of 2 SMs
+    /// makes the split at interpreter sizes: a gated unit of 192 outputs (3 tiles, the third
+    /// on 2 one-warpgroup tiles) and a product of 320 rows (3 tiles, the last of 64 rows).
+    #[test]
+    fn runs_of_gemm_wg_tiles_make_the_whole_product() {
+        let cases = [
+            (
+                "gemm_wg_glu.tile",
+                "gemm_q4k_wg_silu",
+                true,
+                [200, 192, 256],
+            ),
+            ("gemm_wg.tile", "gemm_q6k_wg", false, [200, 320, 512]),
+        ];
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        for (file, kernel, gated, [t, n, k]) in cases {
+            let split =
+                crate::gpu::dispatch::wave_tail(&format!("{kernel}@BT=256"), t, n, gated, 2)
+                    .unwrap_or_else(|| panic!("{kernel}: no split"));
+            let (_, tail_variant) = split.tail.split_once('@').unwrap();
+            let spec = spec_for(kernel).unwrap();
+            let shape = Shape(vec![t, n, k]);
+            let inputs = harness::random_inputs(spec, &shape);
+            let x: Vec<f16> = inputs[0].iter().map(|&v| f16::from_f32(v)).collect();
+            let len = spec.output_lens(&shape)[0];
+            let out = match spec.out {
+                Elem::F16 => Buffer::from_f16(&vec![f16::NAN; len]),
+                _ => Buffer::from_f32(&vec![f32::NAN; len]),
+            };
+            let u = |x: usize| Arg::Scalar(Value::U32(x as u32));
+            let mut args = vec![
+                Arg::ReadOnly(Buffer::from_f16(&x)),
+                Arg::ReadOnly(Buffer::from_slice(&harness::weight_words(spec, &inputs[1]))),
+                Arg::Buffer(out),
+                u(t),
+                u(n),
+                u(k),
+                u(0),
+            ];
+            let runs = [
+                ("BT=256", 0, split.head),
+                (tail_variant, split.tail_first, split.tail_tiles),
+            ];
+            for (variant, first, tiles) in runs {
+                let c = compile(&dir.join(file), variant);
+                let interp = Interpreter::new(&c.module).sources(&c.sources);
+                args[6] = u(first);
+                let block = interp.block(kernel).unwrap();
+                interp
+                    .run(kernel, [tiles as u32, 1, 1], block, &mut args)
+                    .unwrap_or_else(|e| panic!("{kernel}@{variant}: {e}"));
+            }
+            let got: Vec<f64> = match spec.out {
+                Elem::F16 => args[2]
+                    .buffer()
+                    .unwrap()
+                    .to_f16()
+                    .into_iter()
+                    .map(f64::from)
+                    .collect(),
+                _ => f32_output(&args[2]),
+            };
+            let want = spec.reference(&shape, &inputs);
+            let errors = Errors::new(&got, &want, &[]);
+            assert!(
+                errors.passes(spec.output_tolerance(0, &shape)),
+                "{kernel}: {errors:?}"
+            );
+        }
+    }
+
     fn interp_value(v: ScalarValue) -> Value {
         match v {
             ScalarValue::U32(x) => Value::U32(x),

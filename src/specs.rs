@@ -147,6 +147,9 @@ pub struct Spec {
     /// the gated unit's N outputs (gemm_wg's GLU), or the gated op on inputs of 2n values (the
     /// `_pairs` kernels, after a paired matrix's matvec).
     pub gated: Option<Op>,
+    /// gemm_wg's launches: after the shape the kernel takes the first of the product's tiles
+    /// that its grid computes (0 here: all of them, on the grid its signature derives).
+    pub first_tile: bool,
 }
 
 /// Gate and up rows (or values) alternate in groups of this many in a gated pair's layout
@@ -195,10 +198,10 @@ pub const SPECS: &[Spec] = &[
     quant("matvec_q4_0", Op::Matvec, GgmlType::Q4_0, Elem::F32),
     quant_gemm("gemm_q4k", GgmlType::Q4_K),
     // sm_90a only: Q4_K decoded into wgmma's register A operand (kernels/gemm_wg.tile).
-    quant_gemm("gemm_q4k_wg", GgmlType::Q4_K),
+    wgmma(quant_gemm("gemm_q4k_wg", GgmlType::Q4_K)),
     quant_gemm("gemm_q5k", GgmlType::Q5_K),
     // sm_90a only: gemm_q4k_wg's kernel with Q5_K's fifth bits (kernels/gemm_wg.tile).
-    quant_gemm("gemm_q5k_wg", GgmlType::Q5_K),
+    wgmma(quant_gemm("gemm_q5k_wg", GgmlType::Q5_K)),
     // The int8 path: activations from quantize_s8, i8 mma on the raw nibbles.
     Spec {
         kernel: "gemm_q4k_s8",
@@ -208,6 +211,7 @@ pub const SPECS: &[Spec] = &[
         weight: Some(GgmlType::Q4_K),
         copy: None,
         gated: None,
+        first_tile: false,
     },
     spec("quantize_s8", Op::QuantizeActs, Elem::F32, Elem::ActS8),
     // Decode-size producers that also write their output as int8 blocks ([`Spec::int8_copy`]).
@@ -229,29 +233,29 @@ pub const SPECS: &[Spec] = &[
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
     // sm_90a only: gemm_q4k_wg's kernel on planar Q6_K (kernels/gemm_wg.tile).
-    quant_gemm("gemm_q6k_wg", GgmlType::Q6_K),
+    wgmma(quant_gemm("gemm_q6k_wg", GgmlType::Q6_K)),
     quant_gemm("gemm_q8_0", GgmlType::Q8_0),
     // sm_90a only: gemm_q4k_wg's kernel on planar Q8_0 (kernels/gemm_wg.tile).
-    quant_gemm("gemm_q8_0_wg", GgmlType::Q8_0),
+    wgmma(quant_gemm("gemm_q8_0_wg", GgmlType::Q8_0)),
     quant_gemm("gemm_q5_0", GgmlType::Q5_0),
     quant_gemm("gemm_q4_0", GgmlType::Q4_0),
     // sm_90a only: gemm_q4k_wg's kernel on planar Q4_0 (kernels/gemm_wg.tile).
-    quant_gemm("gemm_q4_0_wg", GgmlType::Q4_0),
+    wgmma(quant_gemm("gemm_q4_0_wg", GgmlType::Q4_0)),
     // sm_90a only: gemm_wg writing f16, the output of the cuBLAS baseline (kernels/gemm_wg_h.tile).
-    half_out_gemm("gemm_q4k_wg_h", GgmlType::Q4_K),
-    half_out_gemm("gemm_q6k_wg_h", GgmlType::Q6_K),
+    wgmma(half_out_gemm("gemm_q4k_wg_h", GgmlType::Q4_K)),
+    wgmma(half_out_gemm("gemm_q6k_wg_h", GgmlType::Q6_K)),
     // sm_90a only: gemm_q4k_wg's kernel on a gated pair's gate and up rows, with the gated
     // unit's activation in its epilogue (GLU in kernels/gemm_wg.tile).
-    gated_gemm("gemm_q4k_wg_silu", GgmlType::Q4_K, Op::SiluMul),
-    gated_gemm("gemm_q4k_wg_gelu", GgmlType::Q4_K, Op::GeluMul),
-    gated_gemm("gemm_q5k_wg_silu", GgmlType::Q5_K, Op::SiluMul),
-    gated_gemm("gemm_q5k_wg_gelu", GgmlType::Q5_K, Op::GeluMul),
-    gated_gemm("gemm_q6k_wg_silu", GgmlType::Q6_K, Op::SiluMul),
-    gated_gemm("gemm_q6k_wg_gelu", GgmlType::Q6_K, Op::GeluMul),
-    gated_gemm("gemm_q8_0_wg_silu", GgmlType::Q8_0, Op::SiluMul),
-    gated_gemm("gemm_q8_0_wg_gelu", GgmlType::Q8_0, Op::GeluMul),
-    gated_gemm("gemm_q4_0_wg_silu", GgmlType::Q4_0, Op::SiluMul),
-    gated_gemm("gemm_q4_0_wg_gelu", GgmlType::Q4_0, Op::GeluMul),
+    wgmma(gated_gemm("gemm_q4k_wg_silu", GgmlType::Q4_K, Op::SiluMul)),
+    wgmma(gated_gemm("gemm_q4k_wg_gelu", GgmlType::Q4_K, Op::GeluMul)),
+    wgmma(gated_gemm("gemm_q5k_wg_silu", GgmlType::Q5_K, Op::SiluMul)),
+    wgmma(gated_gemm("gemm_q5k_wg_gelu", GgmlType::Q5_K, Op::GeluMul)),
+    wgmma(gated_gemm("gemm_q6k_wg_silu", GgmlType::Q6_K, Op::SiluMul)),
+    wgmma(gated_gemm("gemm_q6k_wg_gelu", GgmlType::Q6_K, Op::GeluMul)),
+    wgmma(gated_gemm("gemm_q8_0_wg_silu", GgmlType::Q8_0, Op::SiluMul)),
+    wgmma(gated_gemm("gemm_q8_0_wg_gelu", GgmlType::Q8_0, Op::GeluMul)),
+    wgmma(gated_gemm("gemm_q4_0_wg_silu", GgmlType::Q4_0, Op::SiluMul)),
+    wgmma(gated_gemm("gemm_q4_0_wg_gelu", GgmlType::Q4_0, Op::GeluMul)),
     // The same on gemm_q4k's mma.sync kernel (GLU in kernels/gemm_q4k.tile), for the GPUs
     // without wgmma.
     gated_gemm("gemm_q4k_silu", GgmlType::Q4_K, Op::SiluMul),
@@ -313,6 +317,7 @@ const fn spec(kernel: &'static str, op: Op, input: Elem, out: Elem) -> Spec {
         weight: None,
         copy: None,
         gated: None,
+        first_tile: false,
     }
 }
 
@@ -334,6 +339,7 @@ const fn quant(kernel: &'static str, op: Op, ty: GgmlType, out: Elem) -> Spec {
         weight: Some(ty),
         copy: None,
         gated: None,
+        first_tile: false,
     }
 }
 
@@ -363,6 +369,7 @@ const fn quant_gemm(kernel: &'static str, ty: GgmlType) -> Spec {
         weight: Some(ty),
         copy: None,
         gated: None,
+        first_tile: false,
     }
 }
 
@@ -371,6 +378,14 @@ const fn half_out_gemm(kernel: &'static str, ty: GgmlType) -> Spec {
     Spec {
         out: Elem::F16,
         ..quant_gemm(kernel, ty)
+    }
+}
+
+/// gemm_wg's kernels ([`Spec::first_tile`]).
+const fn wgmma(spec: Spec) -> Spec {
+    Spec {
+        first_tile: true,
+        ..spec
     }
 }
 
@@ -1274,6 +1289,7 @@ impl Spec {
         match self.op {
             Op::RmsNorm | Op::AddRmsNorm => scalars.push(ScalarValue::F32(RMS_EPS)),
             Op::Embed => scalars.push(ScalarValue::F32(embed_scale(d[2]))),
+            _ if self.first_tile => scalars.push(ScalarValue::U32(0)),
             _ => {}
         }
         scalars

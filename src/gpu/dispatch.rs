@@ -390,6 +390,51 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     format!("{kernel}@{variant}")
 }
 
+/// A gemm_wg product whose last wave of two-warpgroup tiles is short enough for one-warpgroup
+/// tiles (half the rows, twice the blocks) to finish it in one wave: the engine launches the full
+/// waves (`head` tiles from tile 0, on the product's kernel) and then `tail` over the rest, which
+/// are its tiles `tail_first` to `tail_first + tail_tiles`. H200, gated units at T = 512 (session
+/// 16): 2N = 28672 rows took 218.4 us whole, against 172.8 for three full waves and 31.6 for the
+/// 52-tile rest on one-warpgroup tiles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaveTail {
+    pub head: usize,
+    pub tail: String,
+    pub tail_first: usize,
+    pub tail_tiles: usize,
+}
+
+/// The tile offset of the WaveTail's launches needs tile ids to run over whole row tiles: true
+/// while the token tiles fit one rasterization group (gemm_wg's GROUP).
+const WG_GROUP: usize = 8;
+
+/// `kernel` (a gemm_wg kernel and variant, as [`quant_gemm`] and [`gated_gemm`] name them) on a
+/// `t` x `n` product (`gated`: of a gated pair's 2n rows) on a device of `sms` SMs split as
+/// [`WaveTail`] says, where its variant is the unsplit two-warpgroup tile on 256 tokens, at least
+/// one wave is full and the rest would fill at most half of the SMs on one-warpgroup tiles.
+pub fn wave_tail(kernel: &str, t: usize, n: usize, gated: bool, sms: usize) -> Option<WaveTail> {
+    let (base, variant) = kernel.split_once('@')?;
+    if !matches!(variant, "BT=256" | "BT=256,PRODUCER=1") || !base.contains("_wg") {
+        return None;
+    }
+    let token_tiles = t.div_ceil(256);
+    // Output columns of a two-warpgroup tile (128 weight rows: 64 gated units).
+    let columns = if gated { 64 } else { 128 };
+    let tiles = token_tiles * n.div_ceil(columns);
+    // The full waves, in whole row tiles (tile ids run over the token tiles of a row tile).
+    let head = tiles / sms * sms / token_tiles * token_tiles;
+    let rest = tiles - head;
+    if token_tiles > WG_GROUP || head < sms || rest == 0 || 2 * rest > sms {
+        return None;
+    }
+    Some(WaveTail {
+        head,
+        tail: format!("{base}@WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"),
+        tail_first: 2 * head,
+        tail_tiles: token_tiles * n.div_ceil(columns / 2) - 2 * head,
+    })
+}
+
 /// The copy of a product input that the kernel producing it writes besides its f32 output, for
 /// the products reading it next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -580,6 +625,23 @@ mod tests {
                 }
             }
         }
+        // The one-warpgroup tiles of short last waves, plain and gated.
+        for ty in [
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+            GgmlType::Q8_0,
+            GgmlType::Q4_0,
+        ] {
+            let plain = quant_gemm(ty, 1000, 4600, 4096, true).unwrap();
+            let tail = wave_tail(&plain, 1000, 4600, false, WGMMA_SMS);
+            wgmma_names.push(tail.expect("a short last wave").tail);
+            for gelu in [false, true] {
+                let gated = gated_gemm(ty, gelu, 512, 14336, 4096, true).unwrap();
+                let tail = wave_tail(&gated, 512, 14336, true, WGMMA_SMS);
+                wgmma_names.push(tail.expect("a short last wave").tail);
+            }
+        }
         for arch in embedded() {
             let sm90a = arch.arch == "sm_90a";
             for name in names.iter().chain(wgmma_names.iter().filter(|_| sm90a)) {
@@ -658,6 +720,60 @@ mod tests {
             assert_ne!(value("TMA"), Some("0"), "line {}", v.line);
             let stages: u32 = value("STAGES").unwrap_or("4").parse().unwrap();
             assert!(stages <= 6, "line {}: STAGES={stages}", v.line);
+        }
+    }
+
+    #[test]
+    fn short_last_waves_run_on_one_warpgroup_tiles() {
+        // llama3-8b's gated units at T = 512: 448 tiles, three full waves (396) and 52 more,
+        // which are 104 one-warpgroup tiles from tile 792.
+        let silu = gated_gemm(GgmlType::Q4_K, false, 512, 14336, 4096, true).unwrap();
+        assert_eq!(
+            wave_tail(&silu, 512, 14336, true, WGMMA_SMS),
+            Some(WaveTail {
+                head: 396,
+                tail: "gemm_q4k_wg_silu@WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1".into(),
+                tail_first: 792,
+                tail_tiles: 104,
+            })
+        );
+        // 2N = 43008 (gemma3-27b) at T = 300 (a ragged token tile): 672 tiles, 660 in five
+        // waves.
+        let tail = wave_tail("gemm_q6k_wg_gelu@BT=256", 300, 21504, true, WGMMA_SMS).unwrap();
+        assert_eq!(
+            (tail.head, tail.tail_first, tail.tail_tiles),
+            (660, 1320, 24)
+        );
+        // A plain product with ragged rows: T = 1000 (4 token tiles) x N = 4600 (36 row tiles,
+        // the last of 120 rows) is 144 tiles, one wave and 12 more, whose 376 rows make 6
+        // one-warpgroup row tiles (the last of 56 rows).
+        let tail = wave_tail(
+            "gemm_q5k_wg@BT=256,PRODUCER=1",
+            1000,
+            4600,
+            false,
+            WGMMA_SMS,
+        )
+        .unwrap();
+        assert_eq!(
+            (tail.head, tail.tail_first, tail.tail_tiles),
+            (132, 264, 24)
+        );
+        assert_eq!(
+            tail.tail,
+            "gemm_q5k_wg@WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"
+        );
+        // Not split: a rest of more than half the SMs (T = 512, N = 14336: 224 tiles), less
+        // than one full wave, more token tiles than a rasterization group, other tiles, and
+        // the mma.sync kernels.
+        for (kernel, t, n, gated) in [
+            ("gemm_q4k_wg@BT=256", 512, 14336, false),
+            ("gemm_q4k_wg@BT=256", 512, 6144, false),
+            ("gemm_q4k_wg_silu@BT=256", 4096, 14336, true),
+            ("gemm_q4k_wg@BT=256,SPLITK=2", 512, 4096, false),
+            ("gemm_q4k_silu@BM=256,STAGES=2", 512, 14336, true),
+        ] {
+            assert_eq!(wave_tail(kernel, t, n, gated, WGMMA_SMS), None, "{kernel}");
         }
     }
 

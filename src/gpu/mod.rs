@@ -268,6 +268,9 @@ pub struct Gpu {
     /// Whether the fused GEMMs may take the warpgroup-MMA kernels: built for the device
     /// (sm_90a) and not turned off by `ZINC_WGMMA=0`.
     wgmma: bool,
+    /// The device's SMs, which decide where gemm_wg's last wave is short
+    /// ([`dispatch::wave_tail`]).
+    sms: usize,
 }
 
 /// Greedy decode steps recorded as CUDA graphs and replayed: the step's token and position live
@@ -476,13 +479,17 @@ struct Queue {
 
 impl Queue {
     fn launch(&self, kernel: &Kernel, args: &mut [Arg<'_>]) -> Result<()> {
+        self.launch_on(kernel, Grid::Auto, args)
+    }
+
+    fn launch_on(&self, kernel: &Kernel, grid: Grid, args: &mut [Arg<'_>]) -> Result<()> {
         let mut profile = self.profile.borrow_mut();
         let Some(spans) = profile.as_mut() else {
-            kernel.launch(&self.stream, Grid::Auto, args).gpu()?;
+            kernel.launch(&self.stream, grid, args).gpu()?;
             return Ok(());
         };
         let start = self.stream.record().gpu()?;
-        kernel.launch(&self.stream, Grid::Auto, args).gpu()?;
+        kernel.launch(&self.stream, grid, args).gpu()?;
         let end = self.stream.record().gpu()?;
         spans.push((kernel.signature().name.clone(), start, end));
         Ok(())
@@ -594,6 +601,7 @@ impl Gpu {
             s8_decode: s8_decode_enabled(),
             s8_fused: s8_fused_enabled(),
             wgmma: false,
+            sms: device.props().sm_count as usize,
         };
         gpu.wgmma = runs_wgmma(&gpu.registry);
         if graphs_enabled() {
@@ -673,16 +681,62 @@ impl Gpu {
         if let Some(kernel) = self.products.borrow().get(&key) {
             return Ok(kernel.clone());
         }
-        let default = match kind {
+        let kernel = self
+            .default_kernel(kind, t, n, k)
+            .map(|name| self.tuned(&name, t, n, k))
+            .transpose()?;
+        self.products.borrow_mut().insert(key, kernel.clone());
+        Ok(kernel)
+    }
+
+    /// The dispatch's kernel for a `t` x `n` x `k` product of `kind`.
+    fn default_kernel(&self, kind: Product, t: usize, n: usize, k: usize) -> Option<String> {
+        match kind {
             Product::Matvec(ty) => Some(dispatch::matvec(ty, t, n, k)),
             Product::MatvecS8(ty) => dispatch::matvec_s8(ty, t, n, k),
             Product::QuantGemm(ty) => dispatch::quant_gemm(ty, t, n, k, self.wgmma),
             Product::GatedGemm(ty, gelu) => dispatch::gated_gemm(ty, gelu, t, n, k, self.wgmma),
             Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
+        }
+    }
+
+    /// Launches `kernel`, a fused GEMM for a `t` x `n` x `k` product of `kind`, on `args`:
+    /// gemm_wg's kernels take the first of the product's tiles after them, and where
+    /// [`dispatch::wave_tail`] finds a short last wave (and no tune table chose the kernel), run
+    /// as two launches, the full waves and then the rest on one-warpgroup tiles.
+    fn launch_gemm(
+        &self,
+        kind: Product,
+        kernel: &Kernel,
+        [t, n, k]: [usize; 3],
+        mut args: Vec<Arg<'_>>,
+    ) -> Result<()> {
+        for v in [t, n, k] {
+            args.push(u32_arg(v)?);
+        }
+        if !kernel.signature().params.iter().any(|p| p.name == "tile0") {
+            return self.launch(kernel, &mut args);
+        }
+        args.push(u32_arg(0)?);
+        let default = self.default_kernel(kind, t, n, k);
+        let tuned = |name: &str| {
+            let base = name.split('@').next().unwrap_or(name);
+            let table = self.tune.as_ref();
+            table.is_some_and(|table| table.pick(base, t, n, k).is_some())
         };
-        let kernel = default.map(|name| self.tuned(&name, t, n, k)).transpose()?;
-        self.products.borrow_mut().insert(key, kernel.clone());
-        Ok(kernel)
+        let gated = matches!(kind, Product::GatedGemm(..));
+        let split = default
+            .filter(|name| !tuned(name))
+            .and_then(|name| dispatch::wave_tail(&name, t, n, gated, self.sms));
+        let Some(split) = split else {
+            return self.launch(kernel, &mut args);
+        };
+        let tail = self.kernel(&split.tail)?;
+        let head = Grid::Dims([to_u32(split.head)?, 1, 1]);
+        self.queue.launch_on(kernel, head, &mut args)?;
+        *args.last_mut().expect("the first tile") = u32_arg(split.tail_first)?;
+        let rest = Grid::Dims([to_u32(split.tail_tiles)?, 1, 1]);
+        self.queue.launch_on(&tail, rest, &mut args)
     }
 
     /// `y` plus `w`'s bias, if it has one.
@@ -1043,9 +1097,11 @@ fn products_read_half(rows: usize) -> bool {
 
 /// A size as the kernels' u32 scalar, refusing what does not fit.
 fn u32_arg(v: usize) -> Result<Arg<'static>> {
-    u32::try_from(v)
-        .map(Arg::from)
-        .map_err(|_| GpuError::Unsupported("a tensor dimension of 2^32 or more").into())
+    to_u32(v).map(Arg::from)
+}
+
+fn to_u32(v: usize) -> Result<u32> {
+    u32::try_from(v).map_err(|_| GpuError::Unsupported("a tensor dimension of 2^32 or more").into())
 }
 
 impl Backend for Gpu {
@@ -1137,16 +1193,11 @@ impl Backend for Gpu {
         let xh = x.half(&self.queue, &self.kernels.to_f16)?;
         // In f16 only: the down projection reads nothing else.
         let mut y = self.queue.stream.alloc::<f16>(t * n).gpu()?;
-        self.launch(
+        self.launch_gemm(
+            Product::GatedGemm(*ty, gelu),
             &kernel,
-            &mut [
-                (&*xh).into(),
-                blocks.into(),
-                (&mut y).into(),
-                u32_arg(t)?,
-                u32_arg(n)?,
-                u32_arg(k)?,
-            ],
+            [t, n, k],
+            vec![(&*xh).into(), blocks.into(), (&mut y).into()],
         )?;
         Ok(Act::half_only(y))
     }
@@ -1253,10 +1304,11 @@ impl Backend for Gpu {
                         if split_k.is_some_and(|splits| splits > 1) {
                             self.queue.stream.fill_zeros(&mut y).gpu()?;
                         }
-                        let [t, n, k] = dims(t)?;
-                        self.launch(
+                        self.launch_gemm(
+                            Product::QuantGemm(*ty),
                             &kernel,
-                            &mut [(&*xh).into(), blocks.into(), (&mut y).into(), t, n, k],
+                            [t, n, k],
+                            vec![(&*xh).into(), blocks.into(), (&mut y).into()],
                         )?;
                         return self.with_bias(y, w);
                     }

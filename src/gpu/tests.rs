@@ -5,6 +5,7 @@
 //! cache, chunked prefill, the dispatch between matvecs and GEMMs, flash and split attention)
 //! on the emulated device against the CPU reference, as `zinc check-model` compares them.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -127,26 +128,39 @@ fn check_model_on_emulated_device(
     configure: fn(&mut Gpu),
 ) -> Vec<String> {
     let started = Instant::now();
+    let launched = compare_on_emulated_device(&gguf, tolerance, configure, PROMPT, UBATCH);
+    println!("{name}: {:.1} s", started.elapsed().as_secs_f64());
+    launched.into_keys().collect()
+}
+
+/// Compares `gguf` on the emulated device (set up by `configure`) and on the CPU, over a prompt
+/// of `prompt` tokens in chunks of `ubatch` and [`N_DECODE`] decode steps; returns the launches
+/// of each kernel the GPU backend ran.
+fn compare_on_emulated_device(
+    gguf: &Gguf,
+    tolerance: f32,
+    configure: fn(&mut Gpu),
+    prompt: usize,
+    ubatch: usize,
+) -> BTreeMap<String, (usize, f64)> {
     let device = Arc::new(crate::emulator::device());
-    let weights = weight_bytes(&gguf);
-    let ctx = PROMPT + N_DECODE;
-    let mut gpu = Model::with_backend(&gguf, |c| {
-        let mut gpu = Gpu::new(&device, c, ctx, weights)?;
+    let weights = weight_bytes(gguf);
+    let mut gpu = Model::with_backend(gguf, |c| {
+        let mut gpu = Gpu::new(&device, c, prompt + N_DECODE, weights)?;
         configure(&mut gpu);
         Ok(gpu)
     })
     .unwrap();
-    let mut cpu = Model::from_gguf(&gguf).unwrap();
+    let mut cpu = Model::from_gguf(gguf).unwrap();
     let n_vocab = cpu.config().n_vocab as u32;
-    let ids: Vec<u32> = (0..PROMPT as u32)
+    let ids: Vec<u32> = (0..prompt as u32)
         .map(|i| (i * 97 + 13) % n_vocab)
         .collect();
     gpu.backend().start_profile();
-    let rows = compare(&mut cpu, &mut gpu, &ids, UBATCH, N_DECODE).unwrap();
+    let rows = compare(&mut cpu, &mut gpu, &ids, ubatch, N_DECODE).unwrap();
     let launched = gpu.backend().finish_profile().unwrap().by_kernel;
-    println!("{name}: {:.1} s", started.elapsed().as_secs_f64());
     verdict(&rows, tolerance).unwrap();
-    launched.into_keys().collect()
+    launched
 }
 
 /// Its gate and up matrices are gated pairs (sm_90a's registry): the prompt's chunks take the
@@ -155,6 +169,22 @@ fn check_model_on_emulated_device(
 fn llama3_on_the_emulated_device_matches_the_cpu() {
     let launched = check_on_emulated_device("llama3-8b", DEFAULT_TOLERANCE);
     assert_launched(&launched, &["gemm_q4k_wg_silu", "silu_mul_pairs_f32"]);
+}
+
+/// A prompt of 130 tokens in one chunk takes gemm_wg's 256-token tiles; told its device has 6
+/// SMs, the backend runs the tiny llama's gated units (8 tiles of 64 outputs) as 6 tiles and
+/// then 4 one-warpgroup tiles ([`super::dispatch::wave_tail`]).
+#[test]
+fn short_last_waves_on_the_emulated_device_match_the_cpu() {
+    let gguf = tiny_model("llama3-8b");
+    let six_sms = |gpu: &mut Gpu| {
+        gpu.sms = 6;
+        gpu.s8_decode = false;
+    };
+    let launched = compare_on_emulated_device(&gguf, DEFAULT_TOLERANCE, six_sms, 130, 130);
+    // Two launches a layer (the profile folds the variants into their kernel).
+    let layers = Model::from_gguf(&gguf).unwrap().config().n_layer;
+    assert_eq!(launched["gemm_q4k_wg_silu"].0, 2 * layers);
 }
 
 /// Fails unless a kernel (or variant) of each name in `kernels` is in `launched`.
