@@ -188,6 +188,7 @@ pub const SPECS: &[Spec] = &[
     quant("dequant_q5_0", Op::Dequant, GgmlType::Q5_0, Elem::F16),
     quant("dequant_q4_0", Op::Dequant, GgmlType::Q4_0, Elem::F16),
     quant("dequant_iq4_nl", Op::Dequant, GgmlType::IQ4_NL, Elem::F16),
+    quant("dequant_iq4_xs", Op::Dequant, GgmlType::IQ4_XS, Elem::F16),
     quant("matvec_q4k", Op::Matvec, GgmlType::Q4_K, Elem::F32),
     quant("matvec_q5k", Op::Matvec, GgmlType::Q5_K, Elem::F32),
     quant("matvec_q6k", Op::Matvec, GgmlType::Q6_K, Elem::F32),
@@ -195,6 +196,7 @@ pub const SPECS: &[Spec] = &[
     quant("matvec_q5_0", Op::Matvec, GgmlType::Q5_0, Elem::F32),
     quant("matvec_q4_0", Op::Matvec, GgmlType::Q4_0, Elem::F32),
     quant("matvec_iq4_nl", Op::Matvec, GgmlType::IQ4_NL, Elem::F32),
+    quant("matvec_iq4_xs", Op::Matvec, GgmlType::IQ4_XS, Elem::F32),
     quant_gemm("gemm_q4k", GgmlType::Q4_K),
     // sm_90a only: Q4_K decoded into wgmma's register A operand (kernels/gemm_wg.tile).
     quant_gemm("gemm_q4k_wg", GgmlType::Q4_K),
@@ -230,6 +232,8 @@ pub const SPECS: &[Spec] = &[
     int8_matvec("matvec_q4_0_s8", GgmlType::Q4_0),
     // IQ4_NL on Q4_0's layout, levels for nibbles.
     int8_matvec("matvec_iq4_nl_s8", GgmlType::IQ4_NL),
+    // IQ4_XS repacked to IQ4_NL's geometry (a scale word per 64 weights).
+    int8_matvec("matvec_iq4_xs_s8", GgmlType::IQ4_XS),
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
     // sm_90a only: gemm_q4k_wg's kernel on planar Q6_K (kernels/gemm_wg.tile).
@@ -244,6 +248,8 @@ pub const SPECS: &[Spec] = &[
     quant_gemm("gemm_iq4_nl", GgmlType::IQ4_NL),
     // sm_90a only: gemm_q4_0_wg's path with levels (kernels/gemm_wg.tile).
     quant_gemm("gemm_iq4_nl_wg", GgmlType::IQ4_NL),
+    quant_gemm("gemm_iq4_xs", GgmlType::IQ4_XS),
+    quant_gemm("gemm_iq4_xs_wg", GgmlType::IQ4_XS),
     // sm_90a only: gemm_wg writing f16, the output of the cuBLAS baseline (kernels/gemm_wg_h.tile).
     half_out_gemm("gemm_q4k_wg_h", GgmlType::Q4_K),
     half_out_gemm("gemm_q6k_wg_h", GgmlType::Q6_K),
@@ -261,6 +267,8 @@ pub const SPECS: &[Spec] = &[
     gated_gemm("gemm_q4_0_wg_gelu", GgmlType::Q4_0, Op::GeluMul),
     gated_gemm("gemm_iq4_nl_wg_silu", GgmlType::IQ4_NL, Op::SiluMul),
     gated_gemm("gemm_iq4_nl_wg_gelu", GgmlType::IQ4_NL, Op::GeluMul),
+    gated_gemm("gemm_iq4_xs_wg_silu", GgmlType::IQ4_XS, Op::SiluMul),
+    gated_gemm("gemm_iq4_xs_wg_gelu", GgmlType::IQ4_XS, Op::GeluMul),
     // The same on gemm_q4k's mma.sync kernel (GLU in kernels/gemm_q4k.tile), for the GPUs
     // without wgmma.
     gated_gemm("gemm_q4k_silu", GgmlType::Q4_K, Op::SiluMul),
@@ -304,6 +312,7 @@ pub const SPECS: &[Spec] = &[
     quant("embed_q5_0", Op::Embed, GgmlType::Q5_0, Elem::F32),
     quant("embed_q4_0", Op::Embed, GgmlType::Q4_0, Elem::F32),
     quant("embed_iq4_nl", Op::Embed, GgmlType::IQ4_NL, Elem::F32),
+    quant("embed_iq4_xs", Op::Embed, GgmlType::IQ4_XS, Elem::F32),
     spec("copy_f32", Op::Copy, Elem::F32, Elem::F32),
     // f32 rows, then the u32 position offset.
     spec("append_f16", Op::Append, Elem::F32, Elem::F16),

@@ -112,6 +112,7 @@ pub fn quant_suffix(ty: GgmlType) -> Option<&'static str> {
         GgmlType::Q5_0 => Some("q5_0"),
         GgmlType::Q4_0 => Some("q4_0"),
         GgmlType::IQ4_NL => Some("iq4_nl"),
+        GgmlType::IQ4_XS => Some("iq4_xs"),
         _ => None,
     }
 }
@@ -119,7 +120,8 @@ pub fn quant_suffix(ty: GgmlType) -> Option<&'static str> {
 /// The bytes of a `ty` matrix as every kernel reads them, as little-endian u32 words
 /// zero-padded to whole 16-byte units (kernels view them as `u32x4`): GGUF blocks as they are
 /// (Q4_K, Q5_K), or, for types whose blocks are not 16-byte multiples (Q6_K, Q8_0, Q5_0, Q4_0,
-/// IQ4_NL), the same bytes grouped by field into aligned planes (models/src/quant/planar.rs).
+/// IQ4_NL), the same bytes grouped by field into aligned planes, and IQ4_XS repacked into
+/// IQ4_NL's geometry (models/src/quant/planar.rs).
 pub fn device_words(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u32>, QuantError> {
     let planar;
     let bytes = if has_planar(ty) {
@@ -152,8 +154,8 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
     // (one body) with 8 warps on blocks of 16 long rows (24.4 against 25.6 with 32) and 4 warps
     // on 32 short ones. Fewer rows per block where that would leave SMs idle: the 1024-row key
     // and value projections of an 8B model take 8 rows per block (128 blocks for 132 SMs).
-    // Batches take two row groups of 8 warps. Q5_0, Q4_0 and IQ4_NL (one body) have the
-    // batch-sized builds only.
+    // Batches take two row groups of 8 warps. Q5_0, Q4_0, IQ4_NL and IQ4_XS (one body) have
+    // the batch-sized builds only.
     let kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K);
     let rows_of_32 = kquant || matches!(ty, GgmlType::Q6_K | GgmlType::Q8_0);
     let blocks_of = |rows_per_block: usize| n.div_ceil(rows_per_block);
@@ -234,6 +236,7 @@ pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
         GgmlType::Q4_0 => ("matvec_q4_0_s8", block32_long_rows, block32_short_rows),
         // Q4_0's kernel and builds with levels for nibbles; not timed on its own.
         GgmlType::IQ4_NL => ("matvec_iq4_nl_s8", block32_long_rows, block32_short_rows),
+        GgmlType::IQ4_XS => ("matvec_iq4_xs_s8", block32_long_rows, block32_short_rows),
         _ => return None,
     };
     let variant = match t {
@@ -271,6 +274,7 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
         GgmlType::Q5_0 => "gemm_q5_0",
         GgmlType::Q4_0 => "gemm_q4_0",
         GgmlType::IQ4_NL => "gemm_iq4_nl",
+        GgmlType::IQ4_XS => "gemm_iq4_xs",
         _ => return None,
     };
     // 128 x 64 tiles leave SMs idle on short matrices (an 8B model's 1024-row key and value
@@ -343,6 +347,7 @@ fn wgmma_kernel(ty: GgmlType) -> Option<&'static str> {
         GgmlType::Q8_0 => Some("gemm_q8_0_wg"),
         GgmlType::Q4_0 => Some("gemm_q4_0_wg"),
         GgmlType::IQ4_NL => Some("gemm_iq4_nl_wg"),
+        GgmlType::IQ4_XS => Some("gemm_iq4_xs_wg"),
         _ => None,
     }
 }
@@ -532,6 +537,7 @@ mod tests {
             GgmlType::Q5_0,
             GgmlType::Q4_0,
             GgmlType::IQ4_NL,
+            GgmlType::IQ4_XS,
         ] {
             for t in 1..=MATVEC_MAX_T {
                 // An 8B model's shapes, then Gemma 3 270M's (K = 640: 2.5 super-blocks).
@@ -696,6 +702,7 @@ mod tests {
                 (GgmlType::Q8_0, "gemm_q8_0_wg"),
                 (GgmlType::Q4_0, "gemm_q4_0_wg"),
                 (GgmlType::IQ4_NL, "gemm_iq4_nl_wg"),
+                (GgmlType::IQ4_XS, "gemm_iq4_xs_wg"),
             ] {
                 let name = quant_gemm(ty, t, n, k, true).unwrap();
                 assert_eq!(name, format!("{kernel}@{}", tiles(t, n, k)));
@@ -890,6 +897,7 @@ mod tests {
         assert!(!has_kernels(GgmlType::Q5_1));
         assert!(has_kernels(GgmlType::Q4_0));
         assert!(has_kernels(GgmlType::IQ4_NL));
+        assert!(has_kernels(GgmlType::IQ4_XS));
         assert!(has_kernels(GgmlType::Q5_K));
         assert!(has_kernels(GgmlType::Q6_K));
     }

@@ -290,21 +290,11 @@ fn iq4_nl_models_run_on_their_own_kernels() {
     check_on_own_kernels(GgmlType::IQ4_NL);
 }
 
-/// IQ4_XS matrices, which have no kernels yet, go up as f16 copies (and are named as such), and
-/// the model still matches the CPU.
+/// IQ4_XS: the same kernels on its repacked super-blocks (a word of two sub-block scales and d
+/// per 64 weights where IQ4_NL has two d).
 #[test]
-fn iq4_xs_models_run_from_f16_copies() {
-    let mut synth = tiny_synth("llama3-8b");
-    synth.retype(GgmlType::Q4_K, GgmlType::IQ4_XS).unwrap();
-    let gguf = written(&synth);
-    let expanded = crate::gpu::expanded_types(&gguf);
-    assert!(
-        expanded.get("IQ4_XS").is_some_and(|&n| n > 0),
-        "{expanded:?}"
-    );
-    let launched =
-        check_model_on_emulated_device("llama3-8b IQ4_XS", gguf, DEFAULT_TOLERANCE, f32_decode);
-    assert_launched(&launched, &["gemm_f16"]);
+fn iq4_xs_models_run_on_their_own_kernels() {
+    check_on_own_kernels(GgmlType::IQ4_XS);
 }
 
 /// The norms and gated products of decode-size batches write the int8 blocks of their output
