@@ -401,9 +401,9 @@ mod tests {
     }
 
     /// The int8 paths end to end in the interpreter: quantize_s8, then gemm_q4k_s8 (prefill)
-    /// or matvec_q4k_s8 / q5k_s8 / q6k_s8 / q8_0_s8 / q5_0_s8 / q4_0_s8 (decode), against the f32
-    /// activations
-    /// times the dequantized weights. The kernels' own error is checked against
+    /// or matvec_q4k_s8 / q5k_s8 / q6k_s8 / q8_0_s8 / q5_0_s8 / q4_0_s8 / iq4_nl_s8 / iq4_xs_s8
+    /// (decode),
+    /// against the f32 activations times the dequantized weights. The kernels' own error is checked against
     /// `reference::gemm_s8` at 1e-5; the rest is the int8 rounding of the activations, on the
     /// harness's activations (magnitudes 0.1 to 1, so every block's amax is near one) and on
     /// heavier-tailed ones (every 29th value 8 times larger, as outlier channels make them),
@@ -437,6 +437,8 @@ mod tests {
             matvec("matvec_q8_0_s8"),
             matvec("matvec_q5_0_s8"),
             matvec("matvec_q4_0_s8"),
+            matvec("matvec_iq4_nl_s8"),
+            matvec("matvec_iq4_xs_s8"),
         ];
         for (file, kernel, (t, n, k), bounds) in products {
             let product = module(file);

@@ -397,8 +397,8 @@ pub fn decode_acts(bytes: &[u8]) -> Vec<f64> {
 /// compute it from `quantize_acts(x)` and `w` quantized as `ty`, summed in f64 from exact
 /// products: the quantized activations times the dequantized weights (before the weights' f32
 /// rounding). Q4_K and Q5_K per activation block `d * sum(q * (d_w scale q_w)) - (dmin min) *
-/// sum` (the stored sum, as the kernels take it); Q6_K, Q8_0, Q5_0 and Q4_0, which have no minimum,
-/// `d * sum(q * w)` (their dequantized weights are exact in f32). Its distance to
+/// sum` (the stored sum, as the kernels take it); Q6_K, Q8_0, Q5_0, Q4_0, IQ4_NL and IQ4_XS, which
+/// have no minimum, `d * sum(q * w)` (their dequantized weights are exact in f32). Its distance to
 /// `gemm_xwt(x, dequantized(ty, w))` is the int8 rounding of the activations.
 pub fn gemm_s8(ty: GgmlType, x: &[f32], w: &[f32], n: usize, k: usize) -> Vec<f64> {
     let decoded = decode_acts(&quantize_acts(x));
@@ -415,9 +415,12 @@ pub fn gemm_s8(ty: GgmlType, x: &[f32], w: &[f32], n: usize, k: usize) -> Vec<f6
             let min = gemm_xwt(&sums, &mins, n, k / 32);
             main.iter().zip(min).map(|(a, b)| a - b).collect()
         }
-        GgmlType::Q6_K | GgmlType::Q8_0 | GgmlType::Q5_0 | GgmlType::Q4_0 => {
-            gemm_xwt(&values, &dequantized(ty, w), n, k)
-        }
+        GgmlType::Q6_K
+        | GgmlType::Q8_0
+        | GgmlType::Q5_0
+        | GgmlType::Q4_0
+        | GgmlType::IQ4_NL
+        | GgmlType::IQ4_XS => gemm_xwt(&values, &dequantized(ty, w), n, k),
         _ => unimplemented!("no int8 kernel takes {ty:?} weights"),
     }
 }
@@ -483,6 +486,10 @@ mod tests {
             (GgmlType::Q5_0, 0.07),
             // -8 steps and +7.
             (GgmlType::Q4_0, 0.14),
+            // Levels up to 24 steps of amax / 127 apart; the opposite end clamps by 14 steps.
+            (GgmlType::IQ4_NL, 0.12),
+            // Plus up to 127 steps of its scales' (amax / 127 / 32 here): (14 + 4) / 127.
+            (GgmlType::IQ4_XS, 0.15),
         ] {
             assert_eq!(
                 quantize(ty, &w).len(),

@@ -190,12 +190,16 @@ pub const SPECS: &[Spec] = &[
     quant("dequant_q8_0", Op::Dequant, GgmlType::Q8_0, Elem::F16),
     quant("dequant_q5_0", Op::Dequant, GgmlType::Q5_0, Elem::F16),
     quant("dequant_q4_0", Op::Dequant, GgmlType::Q4_0, Elem::F16),
+    quant("dequant_iq4_nl", Op::Dequant, GgmlType::IQ4_NL, Elem::F16),
+    quant("dequant_iq4_xs", Op::Dequant, GgmlType::IQ4_XS, Elem::F16),
     quant("matvec_q4k", Op::Matvec, GgmlType::Q4_K, Elem::F32),
     quant("matvec_q5k", Op::Matvec, GgmlType::Q5_K, Elem::F32),
     quant("matvec_q6k", Op::Matvec, GgmlType::Q6_K, Elem::F32),
     quant("matvec_q8_0", Op::Matvec, GgmlType::Q8_0, Elem::F32),
     quant("matvec_q5_0", Op::Matvec, GgmlType::Q5_0, Elem::F32),
     quant("matvec_q4_0", Op::Matvec, GgmlType::Q4_0, Elem::F32),
+    quant("matvec_iq4_nl", Op::Matvec, GgmlType::IQ4_NL, Elem::F32),
+    quant("matvec_iq4_xs", Op::Matvec, GgmlType::IQ4_XS, Elem::F32),
     quant_gemm("gemm_q4k", GgmlType::Q4_K),
     // sm_90a only: Q4_K decoded into wgmma's register A operand (kernels/gemm_wg.tile).
     wgmma(quant_gemm("gemm_q4k_wg", GgmlType::Q4_K)),
@@ -230,6 +234,10 @@ pub const SPECS: &[Spec] = &[
     int8_matvec("matvec_q8_0_s8", GgmlType::Q8_0),
     int8_matvec("matvec_q5_0_s8", GgmlType::Q5_0),
     int8_matvec("matvec_q4_0_s8", GgmlType::Q4_0),
+    // IQ4_NL on Q4_0's layout, levels for nibbles.
+    int8_matvec("matvec_iq4_nl_s8", GgmlType::IQ4_NL),
+    // IQ4_XS repacked to IQ4_NL's geometry (a scale word per 64 weights).
+    int8_matvec("matvec_iq4_xs_s8", GgmlType::IQ4_XS),
     // These read the planar layout (models/src/quant/planar.rs), as uploaded by the harness.
     quant_gemm("gemm_q6k", GgmlType::Q6_K),
     // sm_90a only: gemm_q4k_wg's kernel on planar Q6_K (kernels/gemm_wg.tile).
@@ -241,21 +249,30 @@ pub const SPECS: &[Spec] = &[
     quant_gemm("gemm_q4_0", GgmlType::Q4_0),
     // sm_90a only: gemm_q4k_wg's kernel on planar Q4_0 (kernels/gemm_wg.tile).
     wgmma(quant_gemm("gemm_q4_0_wg", GgmlType::Q4_0)),
+    quant_gemm("gemm_iq4_nl", GgmlType::IQ4_NL),
+    // sm_90a only: gemm_q4_0_wg's path with levels (kernels/gemm_wg.tile).
+    wgmma(quant_gemm("gemm_iq4_nl_wg", GgmlType::IQ4_NL)),
+    quant_gemm("gemm_iq4_xs", GgmlType::IQ4_XS),
+    wgmma(quant_gemm("gemm_iq4_xs_wg", GgmlType::IQ4_XS)),
     // sm_90a only: gemm_wg writing f16, the output of the cuBLAS baseline (kernels/gemm_wg_h.tile).
     wgmma(half_out_gemm("gemm_q4k_wg_h", GgmlType::Q4_K)),
     wgmma(half_out_gemm("gemm_q6k_wg_h", GgmlType::Q6_K)),
     // sm_90a only: gemm_q4k_wg's kernel on a gated pair's gate and up rows, with the gated
     // unit's activation in its epilogue (GLU in kernels/gemm_wg.tile).
-    wgmma(gated_gemm("gemm_q4k_wg_silu", GgmlType::Q4_K, Op::SiluMul)),
-    wgmma(gated_gemm("gemm_q4k_wg_gelu", GgmlType::Q4_K, Op::GeluMul)),
-    wgmma(gated_gemm("gemm_q5k_wg_silu", GgmlType::Q5_K, Op::SiluMul)),
-    wgmma(gated_gemm("gemm_q5k_wg_gelu", GgmlType::Q5_K, Op::GeluMul)),
-    wgmma(gated_gemm("gemm_q6k_wg_silu", GgmlType::Q6_K, Op::SiluMul)),
-    wgmma(gated_gemm("gemm_q6k_wg_gelu", GgmlType::Q6_K, Op::GeluMul)),
-    wgmma(gated_gemm("gemm_q8_0_wg_silu", GgmlType::Q8_0, Op::SiluMul)),
-    wgmma(gated_gemm("gemm_q8_0_wg_gelu", GgmlType::Q8_0, Op::GeluMul)),
-    wgmma(gated_gemm("gemm_q4_0_wg_silu", GgmlType::Q4_0, Op::SiluMul)),
-    wgmma(gated_gemm("gemm_q4_0_wg_gelu", GgmlType::Q4_0, Op::GeluMul)),
+    gated_wgmma("gemm_q4k_wg_silu", GgmlType::Q4_K, Op::SiluMul),
+    gated_wgmma("gemm_q4k_wg_gelu", GgmlType::Q4_K, Op::GeluMul),
+    gated_wgmma("gemm_q5k_wg_silu", GgmlType::Q5_K, Op::SiluMul),
+    gated_wgmma("gemm_q5k_wg_gelu", GgmlType::Q5_K, Op::GeluMul),
+    gated_wgmma("gemm_q6k_wg_silu", GgmlType::Q6_K, Op::SiluMul),
+    gated_wgmma("gemm_q6k_wg_gelu", GgmlType::Q6_K, Op::GeluMul),
+    gated_wgmma("gemm_q8_0_wg_silu", GgmlType::Q8_0, Op::SiluMul),
+    gated_wgmma("gemm_q8_0_wg_gelu", GgmlType::Q8_0, Op::GeluMul),
+    gated_wgmma("gemm_q4_0_wg_silu", GgmlType::Q4_0, Op::SiluMul),
+    gated_wgmma("gemm_q4_0_wg_gelu", GgmlType::Q4_0, Op::GeluMul),
+    gated_wgmma("gemm_iq4_nl_wg_silu", GgmlType::IQ4_NL, Op::SiluMul),
+    gated_wgmma("gemm_iq4_nl_wg_gelu", GgmlType::IQ4_NL, Op::GeluMul),
+    gated_wgmma("gemm_iq4_xs_wg_silu", GgmlType::IQ4_XS, Op::SiluMul),
+    gated_wgmma("gemm_iq4_xs_wg_gelu", GgmlType::IQ4_XS, Op::GeluMul),
     // The same on gemm_q4k's mma.sync kernel (GLU in kernels/gemm_q4k.tile), for the GPUs
     // without wgmma.
     gated_gemm("gemm_q4k_silu", GgmlType::Q4_K, Op::SiluMul),
@@ -298,6 +315,8 @@ pub const SPECS: &[Spec] = &[
     quant("embed_q8_0", Op::Embed, GgmlType::Q8_0, Elem::F32),
     quant("embed_q5_0", Op::Embed, GgmlType::Q5_0, Elem::F32),
     quant("embed_q4_0", Op::Embed, GgmlType::Q4_0, Elem::F32),
+    quant("embed_iq4_nl", Op::Embed, GgmlType::IQ4_NL, Elem::F32),
+    quant("embed_iq4_xs", Op::Embed, GgmlType::IQ4_XS, Elem::F32),
     spec("copy_f32", Op::Copy, Elem::F32, Elem::F32),
     // f32 rows, then the u32 position offset.
     spec("append_f16", Op::Append, Elem::F32, Elem::F16),
@@ -387,6 +406,11 @@ const fn wgmma(spec: Spec) -> Spec {
         first_tile: true,
         ..spec
     }
+}
+
+/// [`gated_gemm`] on gemm_wg's kernels.
+const fn gated_wgmma(kernel: &'static str, ty: GgmlType, op: Op) -> Spec {
+    wgmma(gated_gemm(kernel, ty, op))
 }
 
 /// [`half_out_gemm`] on a gated pair's 2N weight rows, writing `op`'s gated unit (f16: the down
@@ -787,7 +811,7 @@ impl Spec {
                 if self.input == Elem::ActS8
                     && matches!(
                         self.weight,
-                        Some(GgmlType::Q8_0 | GgmlType::Q5_0 | GgmlType::Q4_0)
+                        Some(GgmlType::Q8_0 | GgmlType::Q5_0 | GgmlType::Q4_0 | GgmlType::IQ4_NL)
                     ) =>
             {
                 &[&[1, 37, 640], &[11, 5, 64], &[3, 21, 2048], &[2, 70, 640]]
@@ -957,7 +981,7 @@ impl Spec {
         }
         if let Some(ty) = self.weight {
             // The quantized GEMMs take K in 64-weight slices, and int8 activations come in
-            // groups of 64 (Q8_0, Q5_0 and Q4_0 blocks are 32).
+            // groups of 64 (Q8_0, Q5_0, Q4_0 and IQ4_NL blocks are 32).
             let slice = if self.op == Op::QuantGemm || self.input == Elem::ActS8 {
                 64
             } else {
@@ -1902,7 +1926,12 @@ mod tests {
 
     #[test]
     fn int8_matvecs_of_32_weight_blocks_take_k_in_whole_activation_groups() {
-        for kernel in ["matvec_q8_0_s8", "matvec_q5_0_s8", "matvec_q4_0_s8"] {
+        for kernel in [
+            "matvec_q8_0_s8",
+            "matvec_q5_0_s8",
+            "matvec_q4_0_s8",
+            "matvec_iq4_nl_s8",
+        ] {
             let spec = spec_for(kernel).unwrap();
             assert!(spec.accepts(&Shape(vec![1, 37, 640])));
             // Whole 32-blocks, but half an activation group.

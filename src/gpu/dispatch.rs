@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
-use zinc_models::quant::{planar_fields, to_planar, GgmlType, QuantError};
+use zinc_models::quant::{has_planar, to_planar, GgmlType, QuantError};
 
 /// The fastest variant of each kernel at each timed shape, from `bench-kernels --tune`.
 #[derive(Debug, Serialize, Deserialize)]
@@ -111,22 +111,24 @@ pub fn quant_suffix(ty: GgmlType) -> Option<&'static str> {
         GgmlType::Q8_0 => Some("q8_0"),
         GgmlType::Q5_0 => Some("q5_0"),
         GgmlType::Q4_0 => Some("q4_0"),
+        GgmlType::IQ4_NL => Some("iq4_nl"),
+        GgmlType::IQ4_XS => Some("iq4_xs"),
         _ => None,
     }
 }
 
 /// The bytes of a `ty` matrix as every kernel reads them, as little-endian u32 words
 /// zero-padded to whole 16-byte units (kernels view them as `u32x4`): GGUF blocks as they are
-/// (Q4_K, Q5_K), or, for types whose blocks are not 16-byte multiples (Q6_K, Q8_0, Q5_0, Q4_0), the
-/// same bytes grouped by field into aligned planes (models/src/quant/planar.rs).
+/// (Q4_K, Q5_K), or, for types whose blocks are not 16-byte multiples (Q6_K, Q8_0, Q5_0, Q4_0,
+/// IQ4_NL), the same bytes grouped by field into aligned planes, and IQ4_XS repacked into
+/// IQ4_NL's geometry (models/src/quant/planar.rs).
 pub fn device_words(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u32>, QuantError> {
     let planar;
-    let bytes = match planar_fields(ty) {
-        Some(_) => {
-            planar = to_planar(ty, bytes)?;
-            &planar[..]
-        }
-        None => bytes,
+    let bytes = if has_planar(ty) {
+        planar = to_planar(ty, bytes)?;
+        &planar[..]
+    } else {
+        bytes
     };
     let mut words: Vec<u32> = bytes
         .chunks(4)
@@ -152,8 +154,8 @@ pub fn matvec(ty: GgmlType, t: usize, n: usize, k: usize) -> String {
     // (one body) with 8 warps on blocks of 16 long rows (24.4 against 25.6 with 32) and 4 warps
     // on 32 short ones. Fewer rows per block where that would leave SMs idle: the 1024-row key
     // and value projections of an 8B model take 8 rows per block (128 blocks for 132 SMs).
-    // Batches take two row groups of 8 warps. Q5_0 and Q4_0 (one body) have the batch-sized
-    // builds only.
+    // Batches take two row groups of 8 warps. Q5_0, Q4_0, IQ4_NL and IQ4_XS (one body) have
+    // the batch-sized builds only.
     let kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K);
     let rows_of_32 = kquant || matches!(ty, GgmlType::Q6_K | GgmlType::Q8_0);
     let blocks_of = |rows_per_block: usize| n.div_ceil(rows_per_block);
@@ -232,6 +234,9 @@ pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
         GgmlType::Q5_0 => ("matvec_q5_0_s8", block32_long_rows, block32_short_rows),
         // Q5_0's kernel without the fifth bits.
         GgmlType::Q4_0 => ("matvec_q4_0_s8", block32_long_rows, block32_short_rows),
+        // Q4_0's kernel and builds with levels for nibbles; not timed on its own.
+        GgmlType::IQ4_NL => ("matvec_iq4_nl_s8", block32_long_rows, block32_short_rows),
+        GgmlType::IQ4_XS => ("matvec_iq4_xs_s8", block32_long_rows, block32_short_rows),
         _ => return None,
     };
     let variant = match t {
@@ -268,6 +273,8 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
         GgmlType::Q8_0 => "gemm_q8_0",
         GgmlType::Q5_0 => "gemm_q5_0",
         GgmlType::Q4_0 => "gemm_q4_0",
+        GgmlType::IQ4_NL => "gemm_iq4_nl",
+        GgmlType::IQ4_XS => "gemm_iq4_xs",
         _ => return None,
     };
     // 128 x 64 tiles leave SMs idle on short matrices (an 8B model's 1024-row key and value
@@ -339,6 +346,8 @@ fn wgmma_kernel(ty: GgmlType) -> Option<&'static str> {
         GgmlType::Q6_K => Some("gemm_q6k_wg"),
         GgmlType::Q8_0 => Some("gemm_q8_0_wg"),
         GgmlType::Q4_0 => Some("gemm_q4_0_wg"),
+        GgmlType::IQ4_NL => Some("gemm_iq4_nl_wg"),
+        GgmlType::IQ4_XS => Some("gemm_iq4_xs_wg"),
         _ => None,
     }
 }
@@ -574,6 +583,8 @@ mod tests {
             GgmlType::Q8_0,
             GgmlType::Q5_0,
             GgmlType::Q4_0,
+            GgmlType::IQ4_NL,
+            GgmlType::IQ4_XS,
         ] {
             for t in 1..=MATVEC_MAX_T {
                 // An 8B model's shapes, then Gemma 3 270M's (K = 640: 2.5 super-blocks).
@@ -632,6 +643,8 @@ mod tests {
             GgmlType::Q6_K,
             GgmlType::Q8_0,
             GgmlType::Q4_0,
+            GgmlType::IQ4_NL,
+            GgmlType::IQ4_XS,
         ] {
             let plain = quant_gemm(ty, 1000, 4600, 4096, true).unwrap();
             let tail = wave_tail(&plain, 1000, 4600, false, WGMMA_SMS);
@@ -811,6 +824,8 @@ mod tests {
                 (GgmlType::Q6_K, "gemm_q6k_wg"),
                 (GgmlType::Q8_0, "gemm_q8_0_wg"),
                 (GgmlType::Q4_0, "gemm_q4_0_wg"),
+                (GgmlType::IQ4_NL, "gemm_iq4_nl_wg"),
+                (GgmlType::IQ4_XS, "gemm_iq4_xs_wg"),
             ] {
                 let name = quant_gemm(ty, t, n, k, true).unwrap();
                 assert_eq!(name, format!("{kernel}@{}", tiles(t, n, k)));
@@ -927,6 +942,10 @@ mod tests {
         let planar = le(&device_words(GgmlType::Q4_0, &raw).unwrap());
         assert_eq!(planar[..16], raw[2..18]);
         assert_eq!(planar[32..34], raw[..2]);
+        assert_eq!(
+            device_words(GgmlType::IQ4_NL, &raw).unwrap(),
+            device_words(GgmlType::Q4_0, &raw).unwrap()
+        );
     }
 
     #[test]
@@ -1009,6 +1028,8 @@ mod tests {
         assert!(!has_kernels(GgmlType::F16));
         assert!(!has_kernels(GgmlType::Q5_1));
         assert!(has_kernels(GgmlType::Q4_0));
+        assert!(has_kernels(GgmlType::IQ4_NL));
+        assert!(has_kernels(GgmlType::IQ4_XS));
         assert!(has_kernels(GgmlType::Q5_K));
         assert!(has_kernels(GgmlType::Q6_K));
     }

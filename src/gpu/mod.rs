@@ -5,9 +5,8 @@
 //! experts and the gated delta net are refused at load with [`GpuError::Unsupported`].
 //!
 //! Weights stay in their GGUF blocks on the device for the types with kernels (Q4_K, Q5_K, Q6_K,
-//! Q8_0, Q5_0, Q4_0; see [`dispatch`], which also lays out Q6_K, Q8_0, Q5_0 and Q4_0 in aligned
-//! planes); other
-//! types are dequantized to f16 on the host at load. Products of up to
+//! Q8_0, Q5_0, Q4_0, IQ4_NL, IQ4_XS; see [`dispatch`], which also lays out Q6_K, Q8_0, Q5_0, Q4_0
+//! and the IQ4 types in aligned planes); other types are dequantized to f16 on the host at load. Products of up to
 //! [`dispatch::MATVEC_MAX_T`] tokens run the quantized matvecs; longer ones the fused quantized
 //! GEMMs on f16 activations, or, where none fits (K not a multiple of 64), zinc's f16 tensor-core
 //! GEMM on the matrix dequantized into a scratch buffer. Attention keeps an f16 KV cache: flash

@@ -287,44 +287,44 @@ fn int8_decode_products_of_32_weight_blocks_stay_near_the_cpu() {
     assert_launched(&launched, &["matvec_q5_0_s8", "matvec_q8_0_s8"]);
 }
 
-/// Q4_0 weights (the tiny Llama's Q4_K and Q6_K retyped, as a Q4_0 file has them) stay Q4_0 on
-/// the device: the embedding takes embed_q4_0, the prompt's chunks gemm_q4_0_wg (the emulated
-/// device has sm_90a's wgmma) and its gated units, and the decode-size batches matvec_q4_0_s8.
-#[test]
-fn q4_0_models_run_on_their_own_kernels() {
+/// The tiny Llama with its Q4_K and Q6_K matrices retyped to `ty` (as a file of that type has
+/// them) against the CPU, decoding on int8 activations: the matrices stay `ty` on the device, the
+/// embedding takes embed_SUFFIX, the prompt's chunks gemm_SUFFIX_wg (the emulated device has
+/// sm_90a's wgmma) and its gated units, and the decode-size batches matvec_SUFFIX_s8.
+fn check_on_own_kernels(ty: GgmlType) {
+    let suffix = crate::gpu::dispatch::quant_suffix(ty).unwrap();
     let mut synth = tiny_synth("llama3-8b");
-    synth.retype(GgmlType::Q4_K, GgmlType::Q4_0).unwrap();
-    synth.retype(GgmlType::Q6_K, GgmlType::Q4_0).unwrap();
-    let launched = check_model_on_emulated_device(
-        "llama3-8b Q4_0",
-        written(&synth),
-        S8_TOLERANCE,
-        int8_decode,
-    );
+    synth.retype(GgmlType::Q4_K, ty).unwrap();
+    synth.retype(GgmlType::Q6_K, ty).unwrap();
+    let gguf = written(&synth);
+    assert!(crate::gpu::expanded_types(&gguf).is_empty(), "{ty}");
+    let name = format!("llama3-8b {ty}");
+    let launched = check_model_on_emulated_device(&name, gguf, S8_TOLERANCE, int8_decode);
     let kernels = [
-        "embed_q4_0",
-        "gemm_q4_0_wg",
-        "gemm_q4_0_wg_silu",
-        "matvec_q4_0_s8",
+        format!("embed_{suffix}"),
+        format!("gemm_{suffix}_wg"),
+        format!("gemm_{suffix}_wg_silu"),
+        format!("matvec_{suffix}_s8"),
     ];
-    assert_launched(&launched, &kernels);
+    assert_launched(&launched, &kernels.each_ref().map(String::as_str));
 }
 
-/// IQ4_XS matrices, which have no kernels yet, go up as f16 copies (and are named as such), and
-/// the model still matches the CPU.
 #[test]
-fn iq4_xs_models_run_from_f16_copies() {
-    let mut synth = tiny_synth("llama3-8b");
-    synth.retype(GgmlType::Q4_K, GgmlType::IQ4_XS).unwrap();
-    let gguf = written(&synth);
-    let expanded = crate::gpu::expanded_types(&gguf);
-    assert!(
-        expanded.get("IQ4_XS").is_some_and(|&n| n > 0),
-        "{expanded:?}"
-    );
-    let launched =
-        check_model_on_emulated_device("llama3-8b IQ4_XS", gguf, DEFAULT_TOLERANCE, f32_decode);
-    assert_launched(&launched, &["gemm_f16"]);
+fn q4_0_models_run_on_their_own_kernels() {
+    check_on_own_kernels(GgmlType::Q4_0);
+}
+
+/// IQ4_NL: Q4_0's kernels with levels for nibbles.
+#[test]
+fn iq4_nl_models_run_on_their_own_kernels() {
+    check_on_own_kernels(GgmlType::IQ4_NL);
+}
+
+/// IQ4_XS: the same kernels on its repacked super-blocks (a word of two sub-block scales and d
+/// per 64 weights where IQ4_NL has two d).
+#[test]
+fn iq4_xs_models_run_on_their_own_kernels() {
+    check_on_own_kernels(GgmlType::IQ4_XS);
 }
 
 /// The norms and gated products of decode-size batches write the int8 blocks of their output

@@ -231,12 +231,21 @@ fn iq4_nl(b: &[u8], y: &mut [f32]) {
 /// indices, 16 per sub-block. Sub-block i's scale is d * (s - 32), s its 6-bit scale.
 fn iq4_xs(b: &[u8], y: &mut [f32]) {
     let d = f16_at(b, 0);
-    let high = u16::from_le_bytes([b[2], b[3]]);
     for (i, y) in y.chunks_exact_mut(32).enumerate() {
-        let low = (b[4 + i / 2] >> (4 * (i % 2))) & 0xF;
-        let s = i32::from(low) | i32::from((high >> (2 * i)) & 3) << 4;
-        iq4_levels(&b[8 + 16 * i..24 + 16 * i], d * (s - 32) as f32, y);
+        let s = iq4_xs_scale(b, i);
+        iq4_levels(
+            &b[8 + 16 * i..24 + 16 * i],
+            d * (i32::from(s) - 32) as f32,
+            y,
+        );
     }
+}
+
+/// The 6-bit scale s of sub-block i (0..8) of IQ4_XS block `b`.
+pub(super) fn iq4_xs_scale(b: &[u8], i: usize) -> u8 {
+    let low = (b[4 + i / 2] >> (4 * (i % 2))) & 0xF;
+    let high = u16::from_le_bytes([b[2], b[3]]) >> (2 * i) & 3;
+    low | (high as u8) << 4
 }
 
 /// Q6_K (256 weights): 128 bytes of low nibbles, 64 bytes of high bit pairs, 16 i8 scales (one

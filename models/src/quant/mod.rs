@@ -10,7 +10,7 @@ mod quantize;
 mod types;
 
 pub use dequant::{dequantize_row, kquant_split_row, IQ4_LEVELS};
-pub use planar::{from_planar, planar_fields, to_planar, PlanarFields};
+pub use planar::{from_planar, has_planar, planar_fields, to_planar, PlanarFields};
 pub use quantize::quantize_row;
 pub use types::GgmlType;
 

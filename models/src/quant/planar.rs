@@ -9,8 +9,17 @@
 //! 16 of scales, then the 2-byte d of every block; Q8_0's 34-byte block two: the 32 quants of
 //! every block (after its d in GGUF), then every d; Q5_0's 22-byte block three: the 16 bytes of
 //! nibbles of every block, then every block's 4 bytes of fifth bits, then every d; Q4_0's
-//! 18-byte block two: the nibbles, then every d (Q5_0's layout without the fifth bits).
+//! 18-byte block two: the nibbles, then every d (Q5_0's layout without the fifth bits); IQ4_NL's
+//! the same (its nibbles index a table of levels instead).
+//!
+//! IQ4_XS is repacked rather than regrouped, into IQ4_NL's geometry so that the same kernels
+//! read both: per 256-weight super-block its 128 bytes of nibbles (8 sub-blocks of 32, each as
+//! an IQ4_NL block's), and in a second plane one word per 64 weights, where IQ4_NL has the d of
+//! its two blocks: the two sub-blocks' 6-bit scales less 32 as i8, then the super-block's f16 d
+//! (repeated in its four words). 144 bytes for GGUF's 136 (4.5 bits per weight, IQ4_NL's), and
+//! lossless: [`from_planar`] rebuilds the GGUF bytes.
 
+use super::dequant::iq4_xs_scale;
 use super::{GgmlType, QuantError};
 
 /// Fields of a block as (offset in the block, size), in plane order.
@@ -23,9 +32,30 @@ pub fn planar_fields(ty: GgmlType) -> Option<PlanarFields> {
         GgmlType::Q6_K => Some(&[(0, 128), (128, 64), (192, 16), (208, 2)]),
         GgmlType::Q8_0 => Some(&[(2, 32), (0, 2)]),
         GgmlType::Q5_0 => Some(&[(6, 16), (2, 4), (0, 2)]),
-        GgmlType::Q4_0 => Some(&[(2, 16), (0, 2)]),
+        GgmlType::Q4_0 | GgmlType::IQ4_NL => Some(&[(2, 16), (0, 2)]),
         _ => None,
     }
+}
+
+/// Whether [`to_planar`] takes `ty`: the types of [`planar_fields`] and IQ4_XS.
+pub fn has_planar(ty: GgmlType) -> bool {
+    ty == GgmlType::IQ4_XS || planar_fields(ty).is_some()
+}
+
+/// An IQ4_XS super-block's bytes in the planar layout.
+const IQ4_XS_PLANAR: usize = 144;
+
+/// The number of `block`-byte blocks in `len` bytes of `ty`, or the error for a partial one.
+fn whole_blocks(ty: GgmlType, len: usize, block: usize) -> Result<usize, QuantError> {
+    if !len.is_multiple_of(block) {
+        return Err(QuantError::SizeMismatch {
+            ty,
+            len: len / block * ty.block_size(),
+            expected: len / block * block,
+            actual: len,
+        });
+    }
+    Ok(len / block)
 }
 
 fn fields_of(ty: GgmlType, len: usize) -> Result<(PlanarFields, usize), QuantError> {
@@ -35,19 +65,14 @@ fn fields_of(ty: GgmlType, len: usize) -> Result<(PlanarFields, usize), QuantErr
     })?;
     let block = ty.type_size();
     debug_assert_eq!(fields.iter().map(|f| f.1).sum::<usize>(), block);
-    if !len.is_multiple_of(block) {
-        return Err(QuantError::SizeMismatch {
-            ty,
-            len: len / block * ty.block_size(),
-            expected: len / block * block,
-            actual: len,
-        });
-    }
-    Ok((fields, len / block))
+    Ok((fields, whole_blocks(ty, len, block)?))
 }
 
 /// A tensor's GGUF bytes (whole blocks of `ty`) in the planar layout.
 pub fn to_planar(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>, QuantError> {
+    if ty == GgmlType::IQ4_XS {
+        return iq4_xs_to_planar(bytes);
+    }
     let (fields, blocks) = fields_of(ty, bytes.len())?;
     let mut out = Vec::with_capacity(bytes.len());
     for &(at, size) in fields {
@@ -61,6 +86,9 @@ pub fn to_planar(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>, QuantError> {
 
 /// The GGUF bytes of a tensor in the planar layout: the inverse of [`to_planar`].
 pub fn from_planar(ty: GgmlType, planes: &[u8]) -> Result<Vec<u8>, QuantError> {
+    if ty == GgmlType::IQ4_XS {
+        return iq4_xs_from_planar(planes);
+    }
     let (fields, blocks) = fields_of(ty, planes.len())?;
     let mut out = vec![0u8; planes.len()];
     let mut plane_start = 0;
@@ -70,6 +98,46 @@ pub fn from_planar(ty: GgmlType, planes: &[u8]) -> Result<Vec<u8>, QuantError> {
             block[at..at + size].copy_from_slice(&planes[from..from + size]);
         }
         plane_start += blocks * size;
+    }
+    Ok(out)
+}
+
+fn iq4_xs_to_planar(bytes: &[u8]) -> Result<Vec<u8>, QuantError> {
+    let ty = GgmlType::IQ4_XS;
+    let blocks = whole_blocks(ty, bytes.len(), ty.type_size())?;
+    let mut out = Vec::with_capacity(blocks * IQ4_XS_PLANAR);
+    let super_blocks = || bytes.chunks_exact(ty.type_size());
+    for b in super_blocks() {
+        out.extend_from_slice(&b[8..]);
+    }
+    for b in super_blocks() {
+        for pair in 0..4 {
+            let scale = |i| (iq4_xs_scale(b, i) as i8 - 32) as u8;
+            out.extend_from_slice(&[scale(2 * pair), scale(2 * pair + 1), b[0], b[1]]);
+        }
+    }
+    Ok(out)
+}
+
+fn iq4_xs_from_planar(planes: &[u8]) -> Result<Vec<u8>, QuantError> {
+    let ty = GgmlType::IQ4_XS;
+    let blocks = whole_blocks(ty, planes.len(), IQ4_XS_PLANAR)?;
+    let (nibbles, words) = planes.split_at(128 * blocks);
+    let mut out = vec![0u8; blocks * ty.type_size()];
+    for ((b, qs), w) in out
+        .chunks_exact_mut(ty.type_size())
+        .zip(nibbles.chunks_exact(128))
+        .zip(words.chunks_exact(16))
+    {
+        b[..2].copy_from_slice(&w[2..4]);
+        let mut high = 0u16;
+        for i in 0..8 {
+            let s = (w[4 * (i / 2) + i % 2] as i8 as i32 + 32) as u8;
+            b[4 + i / 2] |= (s & 0xF) << (4 * (i % 2));
+            high |= u16::from(s >> 4) << (2 * i);
+        }
+        b[2..4].copy_from_slice(&high.to_le_bytes());
+        b[8..].copy_from_slice(qs);
     }
     Ok(out)
 }
@@ -138,6 +206,32 @@ mod tests {
             bytes[2 * 18..2 * 18 + 2]
         );
         assert_eq!(from_planar(ty, &planes).unwrap(), bytes);
+    }
+
+    #[test]
+    fn planar_iq4_xs_puts_nibbles_then_a_word_of_scales_and_d_per_64_weights() {
+        // Three super-blocks of distinct bytes: every bit pattern of the scales must survive.
+        let (ty, blocks) = (GgmlType::IQ4_XS, 3);
+        let bytes: Vec<u8> = (0..blocks * 136).map(|i| (i * 7 % 251) as u8).collect();
+        let planes = to_planar(ty, &bytes).unwrap();
+        assert_eq!(planes.len(), blocks * 144);
+        // Super-block 1's nibbles at 128, sub-block 5's 16 bytes at 128 + 80.
+        assert_eq!(
+            planes[128 + 80..128 + 96],
+            bytes[136 + 8 + 80..136 + 8 + 96]
+        );
+        // Super-block 1's sub-blocks 4 and 5 (pair 2): word 4 + 2 of the second plane.
+        let b = &bytes[136..272];
+        let at = 128 * blocks + 4 * 6;
+        for (i, at) in [(4, at), (5, at + 1)] {
+            let low = b[4 + i / 2] >> (4 * (i % 2)) & 0xF;
+            let high = (u16::from_le_bytes([b[2], b[3]]) >> (2 * i) & 3) as u8;
+            assert_eq!(planes[at] as i8, (low | high << 4) as i8 - 32);
+        }
+        assert_eq!(planes[at + 2..at + 4], b[..2]);
+        assert_eq!(from_planar(ty, &planes).unwrap(), bytes);
+        assert!(to_planar(ty, &bytes[..136 * blocks - 2]).is_err());
+        assert!(from_planar(ty, &planes[..144 * blocks - 4]).is_err());
     }
 
     #[test]

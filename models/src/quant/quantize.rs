@@ -6,7 +6,7 @@
 
 use half::{bf16, f16};
 
-use super::dequant::k4_scale_min;
+use super::dequant::{k4_scale_min, IQ4_LEVELS};
 use super::{check_sizes, GgmlType, QuantError};
 
 /// Quantizes `src` into `out` as blocks of `ty`; `out` must be exactly the size of the result.
@@ -37,6 +37,8 @@ pub(super) fn block_kernel(ty: GgmlType) -> Option<QuantKernel> {
         Q8_0 => q8_0,
         Q4_0 => q4_0,
         Q5_0 => q5_0,
+        IQ4_NL => iq4_nl,
+        IQ4_XS => iq4_xs,
         Q4_K => q4_k,
         Q5_K => q5_k,
         Q6_K => q6_k,
@@ -91,10 +93,7 @@ fn q4_0(x: &[f32], b: &mut [u8]) {
 /// The d (at 0) and nibbles (the block's last 16 bytes) of Q4_0 (`zero` 8) or Q5_0 (16): the
 /// largest-magnitude weight maps to quant 0. Returns the fifth bits (bit j for weight j).
 fn legacy_quants(x: &[f32], b: &mut [u8], zero: i32) -> u32 {
-    let max = x
-        .iter()
-        .fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
-    let id = inverse(put_f16(b, 0, max / -(zero as f32)));
+    let id = inverse(put_f16(b, 0, signed_max(x) / -(zero as f32)));
     let nibbles = b.len() - 16;
     let mut qh = 0u32;
     b[nibbles..].fill(0);
@@ -104,6 +103,52 @@ fn legacy_quants(x: &[f32], b: &mut [u8], zero: i32) -> u32 {
         b[nibbles + j % 16] |= ((q & 0xF) as u8) << (4 * (j / 16));
     }
     qh
+}
+
+/// The weight of largest magnitude, with its sign.
+fn signed_max(x: &[f32]) -> f32 {
+    x.iter()
+        .fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m })
+}
+
+/// IQ4_NL: the largest-magnitude weight maps to level 0 (-127, d carries its sign), every
+/// weight to its nearest level.
+fn iq4_nl(x: &[f32], b: &mut [u8]) {
+    let d = put_f16(b, 0, signed_max(x) / -127.0);
+    iq4_indices(x, inverse(d), &mut b[2..18]);
+}
+
+/// IQ4_XS: each sub-block wants IQ4_NL's scale; the largest in magnitude maps to -32 steps of
+/// the f16 d, the others round to their nearest step (-32..=31).
+fn iq4_xs(x: &[f32], b: &mut [u8]) {
+    let wanted: Vec<f32> = x.chunks(32).map(|s| signed_max(s) / -127.0).collect();
+    let d = put_f16(b, 0, signed_max(&wanted) / -32.0);
+    let id = inverse(d);
+    let mut high = 0u16;
+    b[4..8].fill(0);
+    for (i, (sub, &want)) in x.chunks(32).zip(&wanted).enumerate() {
+        let s = round_clamp(want * id, -32, 31) + 32;
+        b[4 + i / 2] |= ((s & 0xF) as u8) << (4 * (i % 2));
+        high |= ((s >> 4) as u16) << (2 * i);
+        let scale = d * (s - 32) as f32;
+        iq4_indices(sub, inverse(scale), &mut b[8 + 16 * i..24 + 16 * i]);
+    }
+    b[2..4].copy_from_slice(&high.to_le_bytes());
+}
+
+/// The 16 bytes of level indices of 32 weights times `id`: each the nearest level's.
+fn iq4_indices(x: &[f32], id: f32, qs: &mut [u8]) {
+    let nearest = |v: f32| {
+        (0..16u8)
+            .min_by(|&a, &b| {
+                let da = (v - f32::from(IQ4_LEVELS[a as usize])).abs();
+                da.total_cmp(&(v - f32::from(IQ4_LEVELS[b as usize])).abs())
+            })
+            .expect("16 levels")
+    };
+    for (j, q) in qs.iter_mut().enumerate() {
+        *q = nearest(x[j] * id) | nearest(x[j + 16] * id) << 4;
+    }
 }
 
 /// Quantizes per-sub-block `values` (all >= 0) to 6 bits against one shared f16 super-scale

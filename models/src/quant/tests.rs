@@ -369,6 +369,25 @@ fn q4_0_round_trip() {
 }
 
 #[test]
+fn iq4_nl_round_trip() {
+    // Levels at most 24 apart (half: 12 steps of d = amax / 127); the weight opposite the
+    // largest one can clamp from 127 to 113.
+    round_trip(GgmlType::IQ4_NL, 32, |x, _| {
+        abs_max(x) / 127.0 * 14.0 * 1.002
+    });
+}
+
+#[test]
+fn iq4_xs_round_trip() {
+    // IQ4_NL's bound on the sub-block's scale, which is at most a step of the super-block's d
+    // from the one wanted (a scale of +32 steps clamps to 31), plus that step times 127.
+    round_trip(GgmlType::IQ4_XS, 32, |x, b| {
+        let d = f16::from_le_bytes([b[0], b[1]]).to_f32().abs();
+        (abs_max(x) / 127.0 + d) * 14.0 * 1.002 + 127.0 * d
+    });
+}
+
+#[test]
 fn q5_0_round_trip() {
     // The step is amax / 16; the weight opposite the largest one can clamp by a whole step.
     round_trip(GgmlType::Q5_0, 32, |x, _| abs_max(x) / 16.0 * 1.002);
