@@ -494,8 +494,9 @@ mod tests {
     /// gemm_wg's runs of tiles (the engine's launches of a short last wave on one-warpgroup
     /// tiles, dispatch::wave_tail): the full waves and then the rest, each on a grid of its own
     /// from its first tile, write the whole product, ragged rows included. A device of 2 SMs
-    /// makes the split at interpreter sizes: a gated unit of 192 outputs (3 tiles, the third
-    /// on 2 one-warpgroup tiles) and a product of 320 rows (3 tiles, the last of 64 rows).
+    /// makes the split at interpreter sizes (one token tile of 256): a gated unit of 192 outputs
+    /// (3 tiles, the third on 2 one-warpgroup tiles) and a product of 320 rows (3 tiles, the
+    /// last of 64 rows).
     #[test]
     fn runs_of_gemm_wg_tiles_make_the_whole_product() {
         let cases = [
@@ -503,9 +504,9 @@ mod tests {
                 "gemm_wg_glu.tile",
                 "gemm_q4k_wg_silu",
                 true,
-                [200, 192, 256],
+                [256, 192, 256],
             ),
-            ("gemm_wg.tile", "gemm_q6k_wg", false, [200, 320, 512]),
+            ("gemm_wg.tile", "gemm_q6k_wg", false, [256, 320, 512]),
         ];
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
         for (file, kernel, gated, [t, n, k]) in cases {

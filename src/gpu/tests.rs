@@ -171,7 +171,7 @@ fn llama3_on_the_emulated_device_matches_the_cpu() {
     assert_launched(&launched, &["gemm_q4k_wg_silu", "silu_mul_pairs_f32"]);
 }
 
-/// A prompt of 130 tokens in one chunk takes gemm_wg's 256-token tiles; told its device has 6
+/// A prompt of 256 tokens in one chunk takes gemm_wg's 256-token tiles; told its device has 6
 /// SMs, the backend runs the tiny llama's gated units (8 tiles of 64 outputs) as 6 tiles and
 /// then 4 one-warpgroup tiles ([`super::dispatch::wave_tail`]).
 #[test]
@@ -181,7 +181,7 @@ fn short_last_waves_on_the_emulated_device_match_the_cpu() {
         gpu.sms = 6;
         gpu.s8_decode = false;
     };
-    let launched = compare_on_emulated_device(&gguf, DEFAULT_TOLERANCE, six_sms, 130, 130);
+    let launched = compare_on_emulated_device(&gguf, DEFAULT_TOLERANCE, six_sms, 256, 256);
     // Two launches a layer (the profile folds the variants into their kernel).
     let layers = Model::from_gguf(&gguf).unwrap().config().n_layer;
     assert_eq!(launched["gemm_q4k_wg_silu"].0, 2 * layers);
