@@ -352,6 +352,9 @@ fn wgmma_kernel(ty: GgmlType) -> Option<&'static str> {
     }
 }
 
+/// gemm_wg's one-warpgroup tile on 256 tokens, with the producer warp and shared chunk scales.
+const ONE_WARPGROUP: &str = "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1";
+
 /// SMs of the GPUs that run gemm_wg (sm_90a: H100 SXM and H200; an H100 PCIe has 114).
 const WGMMA_SMS: usize = 132;
 
@@ -392,9 +395,9 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     } else if narrow > WGMMA_SMS {
         two_warpgroups("")
     } else if narrow >= FULL_GRID || k < 512 {
-        "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1".to_string()
+        ONE_WARPGROUP.to_string()
     } else {
-        "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1,SPLITK=2".to_string()
+        format!("{ONE_WARPGROUP},SPLITK=2")
     };
     format!("{kernel}@{variant}")
 }
@@ -429,7 +432,7 @@ pub fn wave_tail(kernel: &str, t: usize, n: usize, gated: bool, sms: usize) -> O
     if !two_warpgroups || !base.contains("_wg") || !t.is_multiple_of(256) {
         return None;
     }
-    let token_tiles = t.div_ceil(256);
+    let token_tiles = t / 256;
     // Output columns of a two-warpgroup tile (128 weight rows: 64 gated units).
     let columns = if gated { 64 } else { 128 };
     let tiles = token_tiles * n.div_ceil(columns);
@@ -441,7 +444,7 @@ pub fn wave_tail(kernel: &str, t: usize, n: usize, gated: bool, sms: usize) -> O
     }
     Some(WaveTail {
         head,
-        tail: format!("{base}@WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"),
+        tail: format!("{base}@{ONE_WARPGROUP}"),
         tail_first: 2 * head,
         tail_tiles: token_tiles * n.div_ceil(columns / 2) - 2 * head,
     })

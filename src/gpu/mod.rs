@@ -243,6 +243,8 @@ pub struct Gpu {
     tune: Option<dispatch::TuneTable>,
     /// The product kernels chosen so far, per kind and shape.
     products: RefCell<HashMap<ProductKey, Option<Arc<Kernel>>>>,
+    /// The fused GEMMs' short last waves so far ([`Gpu::wave_tail`]), per kind and shape.
+    wave_tails: RefCell<HashMap<ProductKey, Option<WaveTail>>>,
     /// Rope sin and cos for every cache position, per rope configuration (style and inverse
     /// frequencies, as bits), uploaded at first use.
     rope_tables: RefCell<HashMap<Vec<u64>, Rc<RopeRows>>>,
@@ -344,6 +346,9 @@ enum Product {
 
 /// A product's kind and its T, N and K.
 type ProductKey = (Product, usize, usize, usize);
+
+/// A fused GEMM's short last wave: [`dispatch::WaveTail`] and its tail's kernel.
+type WaveTail = (dispatch::WaveTail, Arc<Kernel>);
 
 /// An activation tensor: f32 on the device, its f16 copy once a tensor-core kernel has asked for
 /// it, and its int8 blocks once an integer matvec has, so that the products sharing an input (q,
@@ -591,6 +596,7 @@ impl Gpu {
             capacity,
             tune,
             products: RefCell::default(),
+            wave_tails: RefCell::default(),
             rope_tables: RefCell::default(),
             ones: RefCell::default(),
             n_embd: config.n_embd,
@@ -655,15 +661,20 @@ impl Gpu {
     /// product, if there is a table with such an entry naming a registered kernel; else
     /// `default`.
     fn tuned(&self, default: &str, t: usize, n: usize, k: usize) -> Result<Arc<Kernel>> {
-        let base = default.split('@').next().unwrap_or(default);
-        let picked = self
-            .tune
-            .as_ref()
-            .and_then(|table| table.pick(base, t, n, k));
+        let picked = self.tune_pick(default, t, n, k);
         if let Some(kernel) = picked.and_then(|name| self.registry.kernel(name).ok()) {
             return Ok(kernel);
         }
         self.kernel(default)
+    }
+
+    /// The tune table's kernel for `default`'s kernel at this shape, if there is a table and
+    /// it has one.
+    fn tune_pick(&self, default: &str, t: usize, n: usize, k: usize) -> Option<&str> {
+        let base = default.split('@').next().unwrap_or(default);
+        self.tune
+            .as_ref()
+            .and_then(|table| table.pick(base, t, n, k))
     }
 
     /// The kernel for a `t` x `n` x `k` product of `kind` ([`Gpu::tuned`] over the dispatch's
@@ -717,25 +728,38 @@ impl Gpu {
             return self.launch(kernel, &mut args);
         }
         args.push(u32_arg(0)?);
-        let default = self.default_kernel(kind, t, n, k);
-        let tuned = |name: &str| {
-            let base = name.split('@').next().unwrap_or(name);
-            let table = self.tune.as_ref();
-            table.is_some_and(|table| table.pick(base, t, n, k).is_some())
-        };
-        let gated = matches!(kind, Product::GatedGemm(..));
-        let split = default
-            .filter(|name| !tuned(name))
-            .and_then(|name| dispatch::wave_tail(&name, t, n, gated, self.sms));
-        let Some(split) = split else {
+        let Some((split, tail)) = self.wave_tail(kind, t, n, k)? else {
             return self.launch(kernel, &mut args);
         };
-        let tail = self.kernel(&split.tail)?;
         let head = Grid::Dims([to_u32(split.head)?, 1, 1]);
         self.queue.launch_on(kernel, head, &mut args)?;
         *args.last_mut().expect("the first tile") = u32_arg(split.tail_first)?;
         let rest = Grid::Dims([to_u32(split.tail_tiles)?, 1, 1]);
         self.queue.launch_on(&tail, rest, &mut args)
+    }
+
+    /// [`dispatch::wave_tail`]'s split of the dispatch's kernel for a `t` x `n` x `k` product of
+    /// `kind`, with its tail's kernel (none where a tune table chose the kernel); remembered per
+    /// shape, as [`Gpu::product_kernel`] remembers the kernel.
+    fn wave_tail(&self, kind: Product, t: usize, n: usize, k: usize) -> Result<Option<WaveTail>> {
+        let key = (kind, t, n, k);
+        if let Some(tail) = self.wave_tails.borrow().get(&key) {
+            return Ok(tail.clone());
+        }
+        let gated = matches!(kind, Product::GatedGemm(..));
+        let split = self
+            .default_kernel(kind, t, n, k)
+            .filter(|name| self.tune_pick(name, t, n, k).is_none())
+            .and_then(|name| dispatch::wave_tail(&name, t, n, gated, self.sms));
+        let tail = match split {
+            Some(split) => {
+                let kernel = self.kernel(&split.tail)?;
+                Some((split, kernel))
+            }
+            None => None,
+        };
+        self.wave_tails.borrow_mut().insert(key, tail.clone());
+        Ok(tail)
     }
 
     /// `y` plus `w`'s bias, if it has one.
