@@ -491,59 +491,83 @@ mod tests {
         }
     }
 
-    /// gemm_wg's runs of tiles (the engine's launches of a short last wave on one-warpgroup
-    /// tiles, dispatch::wave_tail): the full waves and then the rest, each on a grid of its own
-    /// from its first tile, write the whole product, ragged rows included. A device of 2 SMs
-    /// makes the split at interpreter sizes (one token tile of 256): a gated unit of 192 outputs
-    /// (3 tiles, the third on 2 one-warpgroup tiles) and a product of 320 rows (3 tiles, the
-    /// last of 64 rows).
+    /// gemm_wg's runs of tiles write the whole product, ragged rows included, as the engine
+    /// launches them:
+    /// - a short last wave on one-warpgroup tiles (dispatch::wave_tail): the full waves and then
+    ///   the rest, each on a grid of its own from its first tile. A device of 2 SMs makes the
+    ///   split at interpreter sizes (one token tile of 256): a gated unit of 192 outputs (3
+    ///   tiles, the third on 2 one-warpgroup tiles) and a product of 320 rows (3 tiles, the
+    ///   last of 64 rows);
+    /// - a ragged last token tile's rows on the short-batch tiles (dispatch::token_head, on a
+    ///   device of one SM): 256 tokens and then 4 (a 64-token tile reading the 64 rows that end at T), and 256 and
+    ///   then 90 (two 64-token tiles, the second ragged) of a product split in K.
     #[test]
     fn runs_of_gemm_wg_tiles_make_the_whole_product() {
+        use crate::gpu::dispatch::{token_head, wave_tail};
+        // A launch: the variant, its T, first token row, first tile and tiles (None: all).
+        type Run = (String, usize, usize, usize, Option<usize>);
         let cases = [
-            (
-                "gemm_wg_glu.tile",
-                "gemm_q4k_wg_silu",
-                true,
-                [256, 192, 256],
-            ),
-            ("gemm_wg.tile", "gemm_q6k_wg", false, [256, 320, 512]),
+            ("gemm_wg_glu.tile", "gemm_q4k_wg_silu", [256, 192, 256]),
+            ("gemm_wg.tile", "gemm_q6k_wg", [256, 320, 512]),
+            ("gemm_wg_glu.tile", "gemm_q4k_wg_silu", [260, 64, 256]),
+            ("gemm_wg.tile", "gemm_q4k_wg", [346, 136, 512]),
         ];
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
-        for (file, kernel, gated, [t, n, k]) in cases {
-            let split =
-                crate::gpu::dispatch::wave_tail(&format!("{kernel}@BT=256"), t, n, gated, 2)
+        for (file, kernel, [t, n, k]) in cases {
+            let gated = kernel.ends_with("_silu");
+            // One SM: every tile is a wave.
+            let head = token_head(&format!("{kernel}@BT=256"), t, n, gated, 1);
+            let runs: Vec<Run> = if let Some(head) = head {
+                let head_variant = if gated { "BT=256" } else { "BT=256,SPLITK=2" };
+                vec![
+                    (head_variant.into(), head, 0, 0, None),
+                    ("WG=1,BT=64".into(), t, head, 0, None),
+                ]
+            } else {
+                let split = wave_tail(&format!("{kernel}@BT=256"), t, n, gated, 2)
                     .unwrap_or_else(|| panic!("{kernel}: no split"));
-            let (_, tail_variant) = split.tail.split_once('@').unwrap();
+                let (_, tail_variant) = split.tail.split_once('@').unwrap();
+                vec![
+                    ("BT=256".into(), t, 0, 0, Some(split.head)),
+                    (
+                        tail_variant.into(),
+                        t,
+                        0,
+                        split.tail_first,
+                        Some(split.tail_tiles),
+                    ),
+                ]
+            };
             let spec = spec_for(kernel).unwrap();
             let shape = Shape(vec![t, n, k]);
             let inputs = harness::random_inputs(spec, &shape);
             let x: Vec<f16> = inputs[0].iter().map(|&v| f16::from_f32(v)).collect();
             let len = spec.output_lens(&shape)[0];
-            let out = match spec.out {
-                Elem::F16 => Buffer::from_f16(&vec![f16::NAN; len]),
-                _ => Buffer::from_f32(&vec![f32::NAN; len]),
+            // Poison where no launch adds into the output; zeros where one splits K.
+            let splits_k = runs.iter().any(|run| run.0.contains("SPLITK"));
+            let out = match (spec.out, splits_k) {
+                (Elem::F16, _) => Buffer::from_f16(&vec![f16::NAN; len]),
+                (_, false) => Buffer::from_f32(&vec![f32::NAN; len]),
+                (_, true) => Buffer::from_f32(&vec![0.0; len]),
             };
             let u = |x: usize| Arg::Scalar(Value::U32(x as u32));
             let mut args = vec![
                 Arg::ReadOnly(Buffer::from_f16(&x)),
                 Arg::ReadOnly(Buffer::from_slice(&harness::weight_words(spec, &inputs[1]))),
                 Arg::Buffer(out),
-                u(t),
-                u(n),
-                u(k),
-                u(0),
             ];
-            let runs = [
-                ("BT=256", 0, split.head),
-                (tail_variant, split.tail_first, split.tail_tiles),
-            ];
-            for (variant, first, tiles) in runs {
+            for (variant, run_t, row0, tile0, tiles) in &runs {
                 let c = compile(&dir.join(file), variant);
                 let interp = Interpreter::new(&c.module).sources(&c.sources);
-                args[6] = u(first);
+                args.truncate(3);
+                args.extend([u(*run_t), u(n), u(k), u(*tile0), u(*row0)]);
+                let grid = match tiles {
+                    Some(tiles) => [*tiles as u32, 1, 1],
+                    None => interp.grid(kernel, &args).unwrap(),
+                };
                 let block = interp.block(kernel).unwrap();
                 interp
-                    .run(kernel, [tiles as u32, 1, 1], block, &mut args)
+                    .run(kernel, grid, block, &mut args)
                     .unwrap_or_else(|e| panic!("{kernel}@{variant}: {e}"));
             }
             let got: Vec<f64> = match spec.out {
@@ -560,7 +584,7 @@ mod tests {
             let errors = Errors::new(&got, &want, &[]);
             assert!(
                 errors.passes(spec.output_tolerance(0, &shape)),
-                "{kernel}: {errors:?}"
+                "{kernel} at {shape}: {errors:?}"
             );
         }
     }

@@ -450,6 +450,31 @@ pub fn wave_tail(kernel: &str, t: usize, n: usize, gated: bool, sms: usize) -> O
     })
 }
 
+/// The tokens of a gemm_wg product of `t` tokens on `kernel` (as [`quant_gemm`] and
+/// [`gated_gemm`] name it; `gated`: of a gated pair's 2n rows) that run on its 256-token tiles
+/// where its last token tile would hold at most 128 of them and the rest of its tiles take
+/// fewer waves on `sms` SMs: the engine runs the last tile's rows on the tiles the dispatch
+/// gives a batch of their size. A 256-token tile costs the same however many of its tokens are
+/// real (H200, 14336 x 4096: T = 300 took 100.0 us, T = 512 102.1), but dropping one saves
+/// nothing where the waves stay as many, and the short batch's launch costs: splitting every
+/// product lost pp300 9%, while pp1033 gained 12.5% (session 17).
+pub fn token_head(kernel: &str, t: usize, n: usize, gated: bool, sms: usize) -> Option<usize> {
+    let (base, variant) = kernel.split_once('@')?;
+    let params: Vec<&str> = variant.split(',').collect();
+    let rest = t % 256;
+    if !base.contains("_wg") || !params.contains(&"BT=256") || t <= 256 || rest > 128 {
+        return None;
+    }
+    let rows = if params.contains(&"WG=1") { 64 } else { 128 };
+    let columns = if gated { rows / 2 } else { rows };
+    let splits = params
+        .iter()
+        .find_map(|p| p.strip_prefix("SPLITK="))
+        .map_or(Some(1), |s| s.parse::<usize>().ok())?;
+    let waves = |token_tiles: usize| (token_tiles * n.div_ceil(columns) * splits).div_ceil(sms);
+    (rest > 0 && waves(t / 256) < waves(t.div_ceil(256))).then_some(t - rest)
+}
+
 /// The copy of a product input that the kernel producing it writes besides its f32 output, for
 /// the products reading it next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -793,6 +818,38 @@ mod tests {
             ("gemm_q4k_silu@BM=256,STAGES=2", 512, 14336, true),
         ] {
             assert_eq!(wave_tail(kernel, t, n, gated, WGMMA_SMS), None, "{kernel}");
+        }
+    }
+
+    #[test]
+    fn ragged_last_token_tiles_run_on_short_batch_tiles() {
+        let head = |kernel: &str, t, n, gated| token_head(kernel, t, n, gated, WGMMA_SMS);
+        // llama3-8b's gated units at T = 300: 448 tiles in 4 waves, 224 in 2 without the last
+        // 44 tokens.
+        let silu = gated_gemm(GgmlType::Q4_K, false, 300, 14336, 4096, true).unwrap();
+        assert_eq!(head(&silu, 300, 14336, true), Some(256));
+        assert_eq!(head("gemm_q4k_wg_silu@BT=256", 384, 14336, true), Some(256));
+        // At T = 1033 its 4096-row products: 160 tiles in 2 waves, 128 in one; split in K,
+        // 160 tiles twice over in 3 waves, 128 twice over in 2.
+        assert_eq!(head("gemm_q4k_wg@BT=256", 1033, 4096, false), Some(1024));
+        assert_eq!(
+            head("gemm_q6k_wg@BT=256,SPLITK=2", 1033, 4096, false),
+            Some(1024)
+        );
+        // Not split: waves as many without the last tile (T = 300: 64 tiles at N = 4096; T =
+        // 1033: 40 at N = 1024), full token tiles, a last tile more than half full, a single
+        // tile, other tiles, and the mma.sync kernels.
+        for (kernel, t, n) in [
+            ("gemm_q4k_wg@BT=256", 300, 4096),
+            ("gemm_q6k_wg@BT=256,SPLITK=2", 300, 4096),
+            ("gemm_q4k_wg@BT=256", 1033, 1024),
+            ("gemm_q4k_wg@BT=256", 512, 14336),
+            ("gemm_q4k_wg@BT=256", 385, 14336),
+            ("gemm_q4k_wg@BT=256", 200, 14336),
+            ("gemm_q4k_wg@WG=1,BT=128", 300, 14336),
+            ("gemm_q4k@BM=256,STAGES=2", 300, 14336),
+        ] {
+            assert_eq!(head(kernel, t, n, false), None, "{kernel} at {t} x {n}");
         }
     }
 

@@ -243,8 +243,8 @@ pub struct Gpu {
     tune: Option<dispatch::TuneTable>,
     /// The product kernels chosen so far, per kind and shape.
     products: RefCell<HashMap<ProductKey, Option<Arc<Kernel>>>>,
-    /// The fused GEMMs' short last waves so far ([`Gpu::wave_tail`]), per kind and shape.
-    wave_tails: RefCell<HashMap<ProductKey, Option<WaveTail>>>,
+    /// The fused GEMMs' launches so far ([`Gpu::gemm_plan`]), per kind and shape.
+    gemm_plans: RefCell<HashMap<ProductKey, Rc<GemmPlan>>>,
     /// Rope sin and cos for every cache position, per rope configuration (style and inverse
     /// frequencies, as bits), uploaded at first use.
     rope_tables: RefCell<HashMap<Vec<u64>, Rc<RopeRows>>>,
@@ -347,8 +347,55 @@ enum Product {
 /// A product's kind and its T, N and K.
 type ProductKey = (Product, usize, usize, usize);
 
-/// A fused GEMM's short last wave: [`dispatch::WaveTail`] and its tail's kernel.
-type WaveTail = (dispatch::WaveTail, Arc<Kernel>);
+/// How a fused GEMM runs: its launches, in order, and whether its output must be zero first
+/// (a launch splits K and adds its parts into it).
+struct GemmPlan {
+    launches: Vec<GemmLaunch>,
+    zero_output: bool,
+}
+
+/// One launch of a fused GEMM: its kernel, with `t` as its T, on all its tiles or (gemm_wg's
+/// kernels) a range of them.
+struct GemmLaunch {
+    kernel: Arc<Kernel>,
+    t: usize,
+    range: Option<TileRange>,
+}
+
+/// gemm_wg's tiles `tile0 ..` of the product's token rows `row0 .. T`: `tiles` of them, or
+/// (None) all, on the grid the signature derives.
+#[derive(Clone, Copy, Default)]
+struct TileRange {
+    row0: usize,
+    tile0: usize,
+    tiles: Option<usize>,
+}
+
+impl GemmLaunch {
+    /// All of `kernel`'s tiles of the token rows `row0 .. t`.
+    fn rows(kernel: Arc<Kernel>, t: usize, row0: usize) -> Self {
+        let range = takes_tile_range(&kernel).then_some(TileRange {
+            row0,
+            ..TileRange::default()
+        });
+        GemmLaunch { kernel, t, range }
+    }
+
+    /// `tiles` of `kernel`'s tiles of `t` token rows from tile `tile0`.
+    fn tiles(kernel: Arc<Kernel>, t: usize, tile0: usize, tiles: usize) -> Self {
+        let range = Some(TileRange {
+            row0: 0,
+            tile0,
+            tiles: Some(tiles),
+        });
+        GemmLaunch { kernel, t, range }
+    }
+}
+
+/// Whether `kernel` takes a range of its product's tiles (gemm_wg's `tile0` and `row0`).
+fn takes_tile_range(kernel: &Kernel) -> bool {
+    kernel.signature().params.iter().any(|p| p.name == "row0")
+}
 
 /// An activation tensor: f32 on the device, its f16 copy once a tensor-core kernel has asked for
 /// it, and its int8 blocks once an integer matvec has, so that the products sharing an input (q,
@@ -596,7 +643,7 @@ impl Gpu {
             capacity,
             tune,
             products: RefCell::default(),
-            wave_tails: RefCell::default(),
+            gemm_plans: RefCell::default(),
             rope_tables: RefCell::default(),
             ones: RefCell::default(),
             n_embd: config.n_embd,
@@ -710,56 +757,98 @@ impl Gpu {
         }
     }
 
-    /// Launches `kernel`, a fused GEMM for a `t` x `n` x `k` product of `kind`, on `args`:
-    /// gemm_wg's kernels take the first of the product's tiles after them, and where
-    /// [`dispatch::wave_tail`] finds a short last wave (and no tune table chose the kernel), run
-    /// as two launches, the full waves and then the rest on one-warpgroup tiles.
+    /// Runs `plan`, a fused GEMM's launches for an `n` x `k` matrix, on `args` (its input,
+    /// weights and output).
     fn launch_gemm(
         &self,
-        kind: Product,
-        kernel: &Kernel,
-        [t, n, k]: [usize; 3],
+        plan: &GemmPlan,
+        [n, k]: [usize; 2],
         mut args: Vec<Arg<'_>>,
     ) -> Result<()> {
-        for v in [t, n, k] {
-            args.push(u32_arg(v)?);
+        let fixed = args.len();
+        for launch in &plan.launches {
+            args.truncate(fixed);
+            args.extend([u32_arg(launch.t)?, u32_arg(n)?, u32_arg(k)?]);
+            let Some(range) = launch.range else {
+                self.launch(&launch.kernel, &mut args)?;
+                continue;
+            };
+            args.extend([u32_arg(range.tile0)?, u32_arg(range.row0)?]);
+            let grid = match range.tiles {
+                Some(tiles) => Grid::Dims([to_u32(tiles)?, 1, 1]),
+                None => Grid::Auto,
+            };
+            self.queue.launch_on(&launch.kernel, grid, &mut args)?;
         }
-        if !kernel.signature().params.iter().any(|p| p.name == "tile0") {
-            return self.launch(kernel, &mut args);
-        }
-        args.push(u32_arg(0)?);
-        let Some((split, tail)) = self.wave_tail(kind, t, n, k)? else {
-            return self.launch(kernel, &mut args);
-        };
-        let head = Grid::Dims([to_u32(split.head)?, 1, 1]);
-        self.queue.launch_on(kernel, head, &mut args)?;
-        *args.last_mut().expect("the first tile") = u32_arg(split.tail_first)?;
-        let rest = Grid::Dims([to_u32(split.tail_tiles)?, 1, 1]);
-        self.queue.launch_on(&tail, rest, &mut args)
+        Ok(())
     }
 
-    /// [`dispatch::wave_tail`]'s split of the dispatch's kernel for a `t` x `n` x `k` product of
-    /// `kind`, with its tail's kernel (none where a tune table chose the kernel); remembered per
-    /// shape, as [`Gpu::product_kernel`] remembers the kernel.
-    fn wave_tail(&self, kind: Product, t: usize, n: usize, k: usize) -> Result<Option<WaveTail>> {
+    /// The launches of a `t` x `n` x `k` product of `kind` on `kernel` (the product's kernel),
+    /// remembered per shape. gemm_wg's kernels, where no tune table chose them, leave a ragged
+    /// last token tile's rows to the tiles of short batches ([`dispatch::token_head`]) and run a
+    /// short last wave on one-warpgroup tiles ([`dispatch::wave_tail`]).
+    fn gemm_plan(
+        &self,
+        kind: Product,
+        kernel: &Arc<Kernel>,
+        [t, n, k]: [usize; 3],
+    ) -> Result<Rc<GemmPlan>> {
         let key = (kind, t, n, k);
-        if let Some(tail) = self.wave_tails.borrow().get(&key) {
-            return Ok(tail.clone());
+        if let Some(plan) = self.gemm_plans.borrow().get(&key) {
+            return Ok(plan.clone());
         }
-        let gated = matches!(kind, Product::GatedGemm(..));
-        let split = self
-            .default_kernel(kind, t, n, k)
-            .filter(|name| self.tune_pick(name, t, n, k).is_none())
-            .and_then(|name| dispatch::wave_tail(&name, t, n, gated, self.sms));
-        let tail = match split {
-            Some(split) => {
-                let kernel = self.kernel(&split.tail)?;
-                Some((split, kernel))
-            }
-            None => None,
+        let untuned = |t| {
+            self.default_kernel(kind, t, n, k)
+                .filter(|name| self.tune_pick(name, t, n, k).is_none())
         };
-        self.wave_tails.borrow_mut().insert(key, tail.clone());
-        Ok(tail)
+        // The ragged token tile's rows, on their own kernel, if they split off.
+        let gated = matches!(kind, Product::GatedGemm(..));
+        let mut rest = None;
+        let head_t = untuned(t).and_then(|name| dispatch::token_head(&name, t, n, gated, self.sms));
+        if let Some(head_t) = head_t {
+            let head = self.product_kernel(kind, head_t, n, k)?;
+            let tail = self.product_kernel(kind, t - head_t, n, k)?;
+            if let (Some(head), Some(tail)) = (head, tail) {
+                if takes_tile_range(&head) && takes_tile_range(&tail) {
+                    rest = Some((head_t, head, tail));
+                }
+            }
+        }
+        let (head_t, head) = match &rest {
+            Some((head_t, head, _)) => (*head_t, head.clone()),
+            None => (t, kernel.clone()),
+        };
+        let split = untuned(head_t)
+            .filter(|_| takes_tile_range(&head))
+            .and_then(|name| dispatch::wave_tail(&name, head_t, n, gated, self.sms));
+        let mut launches = match split {
+            Some(split) => vec![
+                GemmLaunch::tiles(head, head_t, 0, split.head),
+                GemmLaunch::tiles(
+                    self.kernel(&split.tail)?,
+                    head_t,
+                    split.tail_first,
+                    split.tail_tiles,
+                ),
+            ],
+            None => vec![GemmLaunch::rows(head, head_t, 0)],
+        };
+        if let Some((head_t, _, tail)) = rest {
+            launches.push(GemmLaunch::rows(tail, t, head_t));
+        }
+        let zero_output = launches.iter().any(|launch| {
+            launch
+                .kernel
+                .signature()
+                .specialization_int(specs::SPLIT_K)
+                .is_some_and(|splits| splits > 1)
+        });
+        let plan = Rc::new(GemmPlan {
+            launches,
+            zero_output,
+        });
+        self.gemm_plans.borrow_mut().insert(key, plan.clone());
+        Ok(plan)
     }
 
     /// `y` plus `w`'s bias, if it has one.
@@ -1216,10 +1305,13 @@ impl Backend for Gpu {
         let xh = x.half(&self.queue, &self.kernels.to_f16)?;
         // In f16 only: the down projection reads nothing else.
         let mut y = self.queue.stream.alloc::<f16>(t * n).gpu()?;
+        let plan = self.gemm_plan(Product::GatedGemm(*ty, gelu), &kernel, [t, n, k])?;
+        if plan.zero_output {
+            self.queue.stream.fill_zeros(&mut y).gpu()?;
+        }
         self.launch_gemm(
-            Product::GatedGemm(*ty, gelu),
-            &kernel,
-            [t, n, k],
+            &plan,
+            [n, k],
             vec![(&*xh).into(), blocks.into(), (&mut y).into()],
         )?;
         Ok(Act::half_only(y))
@@ -1323,14 +1415,13 @@ impl Backend for Gpu {
                 let xh = x.half(&self.queue, &self.kernels.to_f16)?;
                 if let Weights::Quant { ty, blocks } = weights {
                     if let Some(kernel) = self.product_kernel(Product::QuantGemm(*ty), t, n, k)? {
-                        let split_k = kernel.signature().specialization_int(specs::SPLIT_K);
-                        if split_k.is_some_and(|splits| splits > 1) {
+                        let plan = self.gemm_plan(Product::QuantGemm(*ty), &kernel, [t, n, k])?;
+                        if plan.zero_output {
                             self.queue.stream.fill_zeros(&mut y).gpu()?;
                         }
                         self.launch_gemm(
-                            Product::QuantGemm(*ty),
-                            &kernel,
-                            [t, n, k],
+                            &plan,
+                            [n, k],
                             vec![(&*xh).into(), blocks.into(), (&mut y).into()],
                         )?;
                         return self.with_bias(y, w);

@@ -173,18 +173,38 @@ fn llama3_on_the_emulated_device_matches_the_cpu() {
 
 /// A prompt of 256 tokens in one chunk takes gemm_wg's 256-token tiles; told its device has 6
 /// SMs, the backend runs the tiny llama's gated units (8 tiles of 64 outputs) as 6 tiles and
-/// then 4 one-warpgroup tiles ([`super::dispatch::wave_tail`]).
+/// then 4 one-warpgroup tiles ([`super::dispatch::wave_tail`]): two launches a layer.
 #[test]
 fn short_last_waves_on_the_emulated_device_match_the_cpu() {
+    assert_eq!(gated_launches_per_layer_on_six_sms(256), 2);
+}
+
+/// A prompt of 260 tokens in one chunk: the gated units' 256 tokens as above, and their last 4
+/// on the short-batch tiles ([`super::dispatch::token_head`]: 8 tiles in 2 waves instead of 16
+/// in 3), so three launches a layer.
+#[test]
+fn ragged_token_tiles_on_the_emulated_device_match_the_cpu() {
+    assert_eq!(gated_launches_per_layer_on_six_sms(260), 3);
+}
+
+/// The tiny llama's launches of its gated GEMM per layer for a prompt of `prompt` tokens in one
+/// chunk, on a device told it has 6 SMs, after checking its logits against the CPU's.
+fn gated_launches_per_layer_on_six_sms(prompt: usize) -> usize {
     let gguf = tiny_model("llama3-8b");
     let six_sms = |gpu: &mut Gpu| {
         gpu.sms = 6;
         gpu.s8_decode = false;
     };
-    let launched = compare_on_emulated_device(&gguf, DEFAULT_TOLERANCE, six_sms, 256, 256);
-    // Two launches a layer (the profile folds the variants into their kernel).
+    let launched = compare_on_emulated_device(&gguf, DEFAULT_TOLERANCE, six_sms, prompt, prompt);
+    // The profile folds the variants into their kernel.
     let layers = Model::from_gguf(&gguf).unwrap().config().n_layer;
-    assert_eq!(launched["gemm_q4k_wg_silu"].0, 2 * layers);
+    let launches = launched["gemm_q4k_wg_silu"].0;
+    assert_eq!(
+        launches % layers,
+        0,
+        "{launches} launches in {layers} layers"
+    );
+    launches / layers
 }
 
 /// Fails unless a kernel (or variant) of each name in `kernels` is in `launched`.
