@@ -166,6 +166,19 @@ pub fn run(args: &Args) -> Result<()> {
         print_row(&row);
         rows.push(row);
     }
+    if args.dispatch {
+        // Registered, but not what the engine runs here (e.g. gemm_q4_0 where wgmma runs).
+        let timed: Vec<&str> = rows.iter().map(|row| row.kernel.as_str()).collect();
+        let unregistered = unmatched_filters(&names, &args.filters, true);
+        for filter in unmatched_filters(&timed, &args.filters, true) {
+            if !unregistered.contains(&filter) {
+                eprintln!(
+                    "warning: the engine's dispatch runs no kernel that `{filter}` matches at \
+                     these shapes on this device; it times nothing"
+                );
+            }
+        }
+    }
     anyhow::ensure!(!rows.is_empty(), "no kernel and shape match the filter");
     let fastest = if args.tune {
         fastest_variants(&rows)
