@@ -556,11 +556,11 @@ mod tests {
                 Arg::ReadOnly(Buffer::from_slice(&harness::weight_words(spec, &inputs[1]))),
                 Arg::Buffer(out),
             ];
-            for (variant, run_t, row0, tile0, tiles) in &runs {
+            for (variant, run_t, token0, tile0, tiles) in &runs {
                 let c = compile(&dir.join(file), variant);
                 let interp = Interpreter::new(&c.module).sources(&c.sources);
                 args.truncate(3);
-                args.extend([u(*run_t), u(n), u(k), u(*tile0), u(*row0)]);
+                args.extend([u(*run_t), u(n), u(k), u(*tile0), u(*token0)]);
                 let grid = match tiles {
                     Some(tiles) => [*tiles as u32, 1, 1],
                     None => interp.grid(kernel, &args).unwrap(),

@@ -362,20 +362,20 @@ struct GemmLaunch {
     range: Option<TileRange>,
 }
 
-/// gemm_wg's tiles `tile0 ..` of the product's token rows `row0 .. T`: `tiles` of them, or
+/// gemm_wg's tiles `tile0 ..` of the product's token rows `token0 .. T`: `tiles` of them, or
 /// (None) all, on the grid the signature derives.
 #[derive(Clone, Copy, Default)]
 struct TileRange {
-    row0: usize,
+    token0: usize,
     tile0: usize,
     tiles: Option<usize>,
 }
 
 impl GemmLaunch {
-    /// All of `kernel`'s tiles of the token rows `row0 .. t`.
-    fn rows(kernel: Arc<Kernel>, t: usize, row0: usize) -> Self {
+    /// All of `kernel`'s tiles of the token rows `token0 .. t`.
+    fn rows(kernel: Arc<Kernel>, t: usize, token0: usize) -> Self {
         let range = takes_tile_range(&kernel).then_some(TileRange {
-            row0,
+            token0,
             ..TileRange::default()
         });
         GemmLaunch { kernel, t, range }
@@ -384,7 +384,7 @@ impl GemmLaunch {
     /// `tiles` of `kernel`'s tiles of `t` token rows from tile `tile0`.
     fn tiles(kernel: Arc<Kernel>, t: usize, tile0: usize, tiles: usize) -> Self {
         let range = Some(TileRange {
-            row0: 0,
+            token0: 0,
             tile0,
             tiles: Some(tiles),
         });
@@ -392,9 +392,9 @@ impl GemmLaunch {
     }
 }
 
-/// Whether `kernel` takes a range of its product's tiles (gemm_wg's `tile0` and `row0`).
+/// Whether `kernel` takes a range of its product's tiles (gemm_wg's `tile0` and `token0`).
 fn takes_tile_range(kernel: &Kernel) -> bool {
-    kernel.signature().params.iter().any(|p| p.name == "row0")
+    kernel.signature().params.iter().any(|p| p.name == "token0")
 }
 
 /// An activation tensor: f32 on the device, its f16 copy once a tensor-core kernel has asked for
@@ -773,7 +773,7 @@ impl Gpu {
                 self.launch(&launch.kernel, &mut args)?;
                 continue;
             };
-            args.extend([u32_arg(range.tile0)?, u32_arg(range.row0)?]);
+            args.extend([u32_arg(range.tile0)?, u32_arg(range.token0)?]);
             let grid = match range.tiles {
                 Some(tiles) => Grid::Dims([to_u32(tiles)?, 1, 1]),
                 None => Grid::Auto,
