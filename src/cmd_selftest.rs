@@ -499,8 +499,9 @@ mod tests {
     ///   tiles, the third on 2 one-warpgroup tiles) and a product of 320 rows (3 tiles, the
     ///   last of 64 rows);
     /// - a ragged last token tile's rows on the short-batch tiles (dispatch::token_head, on a
-    ///   device of one SM): 256 tokens and then 4 (a 64-token tile reading the 64 rows that end at T), and 256 and
-    ///   then 90 (two 64-token tiles, the second ragged) of a product split in K.
+    ///   device of one SM): 256 tokens and then 4 (a 64-token tile reading the 64 rows that
+    ///   end at T), and 256 and then 90 (two 64-token tiles, the second ragged) of a product
+    ///   split in K.
     #[test]
     fn runs_of_gemm_wg_tiles_make_the_whole_product() {
         use crate::gpu::dispatch::{token_head, wave_tail};
