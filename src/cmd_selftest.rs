@@ -498,20 +498,21 @@ mod tests {
     ///   split at interpreter sizes (one token tile of 256): a gated unit of 192 outputs (3
     ///   tiles, the third on 2 one-warpgroup tiles) and a product of 320 rows (3 tiles, the
     ///   last of 64 rows);
-    /// - a ragged last token tile's rows on the short-batch tiles (dispatch::token_head, on a
-    ///   device of one SM): 256 tokens and then 4 (a 64-token tile reading the 64 rows that
-    ///   end at T), and 256 and then 90 (two 64-token tiles, the second ragged) of a product
-    ///   split in K.
+    /// - a ragged last token tile's rows on the short-batch tiles the dispatch gives them
+    ///   (dispatch::token_head, on a device of one SM): 256 tokens and then 4 (a 32-token tile
+    ///   reading past T), and 256 and then 90 (two 64-token tiles, the second moved back to end
+    ///   at T, both split in K) of a product split in K.
     #[test]
     fn runs_of_gemm_wg_tiles_make_the_whole_product() {
-        use crate::gpu::dispatch::{token_head, wave_tail};
+        use crate::gpu::dispatch::{gated_gemm, quant_gemm, token_head, wave_tail};
+        use zinc_models::quant::GgmlType;
         // A launch: the variant, its T, first token row, first tile and tiles (None: all).
         type Run = (String, usize, usize, usize, Option<usize>);
         let cases = [
             ("gemm_wg_glu.tile", "gemm_q4k_wg_silu", [256, 192, 256]),
             ("gemm_wg.tile", "gemm_q6k_wg", [256, 320, 512]),
             ("gemm_wg_glu.tile", "gemm_q4k_wg_silu", [260, 64, 256]),
-            ("gemm_wg.tile", "gemm_q4k_wg", [346, 136, 512]),
+            ("gemm_wg.tile", "gemm_q4k_wg", [346, 136, 1024]),
         ];
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
         for (file, kernel, [t, n, k]) in cases {
@@ -520,9 +521,16 @@ mod tests {
             let head = token_head(&format!("{kernel}@BT=256"), t, n, gated, 1);
             let runs: Vec<Run> = if let Some(head) = head {
                 let head_variant = if gated { "BT=256" } else { "BT=256,SPLITK=2" };
+                let rest = if gated {
+                    gated_gemm(GgmlType::Q4_K, false, t - head, n, k, true)
+                } else {
+                    quant_gemm(GgmlType::Q4_K, t - head, n, k, true)
+                };
+                let rest = rest.unwrap();
+                let (_, rest_variant) = rest.split_once('@').unwrap();
                 vec![
                     (head_variant.into(), head, 0, 0, None),
-                    ("WG=1,BT=64".into(), t, head, 0, None),
+                    (rest_variant.into(), t, head, 0, None),
                 ]
             } else {
                 let split = wave_tail(&format!("{kernel}@BT=256"), t, n, gated, 2)

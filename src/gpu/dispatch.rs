@@ -302,8 +302,11 @@ pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Op
 /// The gated-unit GEMM for `t` tokens (more than [`MATVEC_MAX_T`]) of a gated pair of `ty` gate
 /// and up matrices of `n` rows and `k` columns each, with SiLU or (`gelu`) GELU, if there is one.
 /// It needs K in whole super-blocks and N in whole pair groups. With `wgmma`, gemm_wg's GLU
-/// (kernels/gemm_wg_glu.tile) on the plain GEMM's two-warpgroup tiles: 256 tokens, 128 for short
-/// batches, and for Q5_K the producer warpgroup. Without, gemm_q4k's GLU
+/// (kernels/gemm_wg_glu.tile) on the plain GEMM's two-warpgroup tiles: 256 tokens, 128 for
+/// batches of 65 to 128, and for Q5_K the producer warpgroup; one warpgroup on 32 or 64 tokens
+/// for batches that fit them (H200, 2N = 28672 x 4096, session 18: at T = 16 39.2 us against
+/// 107.4 on two warpgroups of 128; at T = 64 44.5 against 79.5; at T = 128 the two warpgroups
+/// win, 58.9 against 72.5 on one of 128, 82.1 on two of 64). Without, gemm_q4k's GLU
 /// (kernels/gemm_q4k_glu.tile, Q4_K and Q5_K) on gemm_q4k's tiles for the pair's 2N rows.
 pub fn gated_gemm(
     ty: GgmlType,
@@ -331,7 +334,11 @@ pub fn gated_gemm(
     }
     let kernel = wgmma_kernel(ty)?;
     let variant = match ty {
-        _ if t <= 128 => "",
+        _ if t <= 128 => match short_batch_tile(t, true) {
+            32 => "@WG=1,BT=32",
+            64 => "@WG=1,BT=64",
+            _ => "",
+        },
         GgmlType::Q5_K => "@BT=256,PRODUCER=1",
         _ => "@BT=256",
     };
@@ -368,8 +375,8 @@ const WGMMA_SMS: usize = 132;
 /// sharing the chunk scales within row groups (29.2: session 12), two warpgroups where one
 /// warpgroup's blocks would need a second wave (one partial wave of 64 to 96 blocks takes 45-47 us
 /// at K=4096 and T=512, against 55 for one warpgroup's 144 to 192), one warpgroup with K split
-/// where even that leaves SMs idle (T=512 N=1024 K=4096: 27.2). Short batches take one warpgroup on
-/// the smallest tile that holds them. Q5_K's two-warpgroup tiles take a producer warpgroup, which
+/// where even that leaves SMs idle (T=512 N=1024 K=4096: 27.2). Short batches take
+/// [`short_batch_tiles`]. Q5_K's two-warpgroup tiles take a producer warpgroup, which
 /// gains it 3-7% (its decode is the longest; Q4_K and Q8_0 gained nothing: session 12), and so do
 /// Q6_K's unsplit ones from T = 1024 (1-4% in each of seven pairs at T = 1024 and 2048; -8 to +2%
 /// at T = 512: session 16). The one-warpgroup split tile has a producer warp too (5-12% at N = 1024
@@ -383,11 +390,8 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
         let producer = if producer { ",PRODUCER=1" } else { "" };
         format!("BT=256{split}{producer}")
     };
-    let variant = if t <= 128 {
-        match t <= 64 || blocks(64, 128) < FULL_GRID {
-            true => "WG=1,BT=64".to_string(),
-            false => "WG=1,BT=128".to_string(),
-        }
+    let variant = if t < SHORT_BATCH_TOKENS {
+        short_batch_tiles(t, n, k)
     } else if wide >= FULL_GRID {
         two_warpgroups("")
     } else if 2 * wide >= FULL_GRID && k >= 8192 {
@@ -400,6 +404,66 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
         format!("{ONE_WARPGROUP},SPLITK=2")
     };
     format!("{kernel}@{variant}")
+}
+
+/// Batches below this many tokens take [`short_batch_tiles`]: they fill a 256-token tile less
+/// than seven eighths, and two 128-token tiles did better (H200, session 18: at T = 200, Q4_K
+/// 4096 x 4096 25.0 us split in two against 28.0 on 256-token tiles, 1024 x 4096 15.4 against
+/// 21.3, 4096 x 14336 60.9 against 66.4).
+const SHORT_BATCH_TOKENS: usize = 224;
+
+/// gemm_wg's tiles for a batch of fewer than [`SHORT_BATCH_TOKENS`], the H200's fastest (docs/PERF.md,
+/// session 18): one warpgroup on [`short_batch_tile`]'s tiles (128 tokens only where the matrix
+/// has at least 64 tiles of 64 rows; with fewer, 64-token tiles split further do better), with
+/// K split in 2, 4 or 8 (at most 4 on 128-token tiles) as far as the blocks stay within what the
+/// SMs hold at once ([`short_batch_blocks_per_sm`]) and every split keeps two super-blocks.
+/// A short batch's product streams its weights, and the tiles of a short N alone (64 at
+/// N = 4096, 16 at N = 1024) leave most SMs idle: at T = 64, Q4_K 4096 x 4096 took 26.0 us
+/// unsplit and 15.9 split in four, 1024 x 4096 11.0 split in eight; past what the SMs hold the
+/// splits lose again (4096 x 4096 in eight: 16.2). The 64-token tiles split in four or eight
+/// take the producer warp (Q4_K and Q6_K 1-12% faster in 22 of 24 pairs), with a 6-deep ring
+/// on long K (4096 x 14336: 26.6 against 28.2 us with four stages, 31.9 without the producer).
+fn short_batch_tiles(t: usize, n: usize, k: usize) -> String {
+    let tile = short_batch_tile(t, n.div_ceil(64) >= 64);
+    let tiles = t.div_ceil(tile) * n.div_ceil(64);
+    let held = short_batch_blocks_per_sm(tile) * WGMMA_SMS;
+    let split = [8, 4, 2]
+        .into_iter()
+        .filter(|&s| tile < 128 || s <= 4)
+        .find(|&s| tiles * s <= held && k / 256 >= 2 * s)
+        .unwrap_or(1);
+    match (tile, split) {
+        (_, 1) => format!("WG=1,BT={tile}"),
+        (64, 4) if k >= 8192 => "WG=1,BT=64,STAGES=6,PRODUCER=1,SPLITK=4".to_string(),
+        (64, 4 | 8) => format!("WG=1,BT=64,PRODUCER=1,SPLITK={split}"),
+        _ => format!("WG=1,BT={tile},SPLITK={split}"),
+    }
+}
+
+/// The token tile of a short batch of `t` tokens: the largest of 32, 64 and (`wide`) 128 that
+/// the batch fills more than half, else 32. A tile's rows past T cost throughput when every SM
+/// streams (the TMA unit fills them with zeros), more the more of them there are: at T = 16,
+/// Q4_K 4096 x 14336 took 23.3 us on 32-token tiles and 37.5 on 64-token ones, the gated units
+/// 39.2 and 87.6; but at T = 40 the 64-token tiles won (28.0 against 35.6 on two 32-token
+/// tiles), and at T = 100 the 128-token ones (37.8 against 42.4 on two of 64; H200, session
+/// 18). A batch longer than its tile runs on several, the last moved back to end at T.
+fn short_batch_tile(t: usize, wide: bool) -> usize {
+    [128, 64, 32]
+        .into_iter()
+        .filter(|&tile| wide || tile < 128)
+        .find(|&tile| 2 * t > tile)
+        .unwrap_or(32)
+}
+
+/// The one-warpgroup blocks of `tile` tokens an SM holds at once: shared memory and registers
+/// allow four Q4_K blocks of 64 tokens (about 50 KB and 91 registers a thread) but three of
+/// Q6_K's (58 KB, 145 registers), two of 128 tokens (82 KB), four of 32.
+fn short_batch_blocks_per_sm(tile: usize) -> usize {
+    match tile {
+        ..=32 => 4,
+        33..=64 => 3,
+        _ => 2,
+    }
 }
 
 /// A gemm_wg product whose last wave of two-warpgroup tiles is short enough for one-warpgroup
@@ -710,10 +774,17 @@ mod tests {
             gated_gemm(GgmlType::Q4_K, false, 512, 14336, 4096, true).as_deref(),
             Some("gemm_q4k_wg_silu@BT=256")
         );
-        assert_eq!(
-            gated_gemm(GgmlType::Q5_K, true, 100, 2048, 256, true).as_deref(),
-            Some("gemm_q5k_wg_gelu")
-        );
+        // Short batches: one warpgroup on the 32- or 64-token tile they fill more than half,
+        // two warpgroups on 128 tokens beyond.
+        for (t, want) in [
+            (16, "gemm_q4k_wg_silu@WG=1,BT=32"),
+            (40, "gemm_q4k_wg_silu@WG=1,BT=64"),
+            (100, "gemm_q4k_wg_silu"),
+            (128, "gemm_q4k_wg_silu"),
+        ] {
+            let name = gated_gemm(GgmlType::Q4_K, false, t, 14336, 4096, true);
+            assert_eq!(name.as_deref(), Some(want), "T = {t}");
+        }
         assert_eq!(
             gated_gemm(GgmlType::Q4_0, false, 512, 14336, 4096, true).as_deref(),
             Some("gemm_q4_0_wg_silu@BT=256")
@@ -874,12 +945,39 @@ mod tests {
             "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1,SPLITK=2"
         );
         assert_eq!(
-            tiles(200, 4096, 256),
+            tiles(240, 4096, 256),
             "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"
         );
-        assert_eq!(tiles(100, 4096, 4096), "WG=1,BT=64");
-        assert_eq!(tiles(100, 14336, 4096), "WG=1,BT=128");
-        assert_eq!(tiles(9, 14336, 4096), "WG=1,BT=64");
+        // Short batches: the token tile they fill more than half, K split as far as the SMs
+        // hold the blocks and every split keeps two super-blocks; up to 223 tokens.
+        for (t, n, k, want) in [
+            (128, 4096, 4096, "WG=1,BT=128,SPLITK=4"),
+            (100, 4096, 14336, "WG=1,BT=128,SPLITK=4"),
+            (128, 6144, 4096, "WG=1,BT=128,SPLITK=2"),
+            (100, 14336, 4096, "WG=1,BT=128"),
+            (128, 1024, 4096, "WG=1,BT=64,PRODUCER=1,SPLITK=8"),
+            (64, 4096, 4096, "WG=1,BT=64,PRODUCER=1,SPLITK=4"),
+            (40, 4096, 14336, "WG=1,BT=64,STAGES=6,PRODUCER=1,SPLITK=4"),
+            (33, 1024, 4096, "WG=1,BT=64,PRODUCER=1,SPLITK=8"),
+            (64, 6144, 4096, "WG=1,BT=64,PRODUCER=1,SPLITK=4"),
+            (64, 14336, 4096, "WG=1,BT=64"),
+            (64, 9216, 4096, "WG=1,BT=64,SPLITK=2"),
+            (16, 4096, 4096, "WG=1,BT=32,SPLITK=8"),
+            (32, 6144, 4096, "WG=1,BT=32,SPLITK=4"),
+            (9, 14336, 4096, "WG=1,BT=32,SPLITK=2"),
+            (16, 1024, 1024, "WG=1,BT=32,SPLITK=2"),
+            (16, 1024, 256, "WG=1,BT=32"),
+            (200, 4096, 4096, "WG=1,BT=128,SPLITK=2"),
+            (223, 4096, 14336, "WG=1,BT=128,SPLITK=2"),
+            (
+                224,
+                4096,
+                4096,
+                "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1,SPLITK=2",
+            ),
+        ] {
+            assert_eq!(tiles(t, n, k), want, "{t} x {n} x {k}");
+        }
         // Q6_K, Q8_0 and Q4_0 take the same tiles on their own kernels; Q5_K too, with a
         // producer on two warpgroups.
         for (t, n, k) in [(512, 4096, 14336), (512, 1024, 4096), (9, 4096, 4096)] {
