@@ -412,8 +412,8 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
 /// 21.3, 4096 x 14336 60.9 against 66.4).
 const SHORT_BATCH_TOKENS: usize = 224;
 
-/// gemm_wg's tiles for a batch of fewer than [`SHORT_BATCH_TOKENS`], the H200's fastest (docs/PERF.md,
-/// session 18): one warpgroup on [`short_batch_tile`]'s tiles (128 tokens only where the matrix
+/// gemm_wg's tiles for a batch of fewer than [`SHORT_BATCH_TOKENS`], the H200's fastest
+/// (docs/PERF.md, session 18): one warpgroup on [`short_batch_tile`]'s tiles (128 tokens only where the matrix
 /// has at least 64 tiles of 64 rows; with fewer, 64-token tiles split further do better), with
 /// K split in 2, 4 or 8 (at most 4 on 128-token tiles) as far as the blocks stay within what the
 /// SMs hold at once ([`short_batch_blocks_per_sm`]) and every split keeps two super-blocks.
