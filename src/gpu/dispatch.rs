@@ -391,7 +391,7 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
         format!("BT=256{split}{producer}")
     };
     let variant = if t < SHORT_BATCH_TOKENS {
-        short_batch_tiles(t, n, k)
+        short_batch_tiles(t, n, k, kernel == "gemm_q6k_wg")
     } else if wide >= FULL_GRID {
         two_warpgroups("")
     } else if 2 * wide >= FULL_GRID && k >= 8192 {
@@ -423,10 +423,10 @@ const SHORT_BATCH_TOKENS: usize = 224;
 /// splits lose again (4096 x 4096 in eight: 16.2). The 64-token tiles split in four or eight
 /// take the producer warp (Q4_K and Q6_K 1-12% faster in 22 of 24 pairs), with a 6-deep ring
 /// on long K (4096 x 14336: 26.6 against 28.2 us with four stages, 31.9 without the producer).
-fn short_batch_tiles(t: usize, n: usize, k: usize) -> String {
+fn short_batch_tiles(t: usize, n: usize, k: usize, q6k: bool) -> String {
     let tile = short_batch_tile(t, n.div_ceil(64) >= 64);
     let tiles = t.div_ceil(tile) * n.div_ceil(64);
-    let held = short_batch_blocks_per_sm(tile) * WGMMA_SMS;
+    let held = short_batch_blocks_per_sm(tile, q6k) * WGMMA_SMS;
     let split = [8, 4, 2]
         .into_iter()
         .filter(|&s| tile < 128 || s <= 4)
@@ -455,12 +455,16 @@ fn short_batch_tile(t: usize, wide: bool) -> usize {
         .unwrap_or(32)
 }
 
-/// The one-warpgroup blocks of `tile` tokens an SM holds at once: shared memory and registers
-/// allow four Q4_K blocks of 64 tokens (about 50 KB and 91 registers a thread) but three of
-/// Q6_K's (58 KB, 145 registers), two of 128 tokens (82 KB), four of 32.
-fn short_batch_blocks_per_sm(tile: usize) -> usize {
+/// The one-warpgroup blocks of `tile` tokens an SM holds at once, with the producer warp where
+/// [`short_batch_tiles`] gives it one: shared memory and registers allow four Q4_K blocks of 64
+/// tokens (about 50 KB and 90 registers a thread) but two of Q6_K's (58 KB, 141 registers for
+/// 160 threads; three of its 128-thread blocks), two of 128 tokens (82 KB), four of 32. At
+/// T = 64, Q6_K 6144 x 4096 took 24.6 us split in four with the producer (384 blocks) and 22.5
+/// split in two without (192; H200, session 18).
+fn short_batch_blocks_per_sm(tile: usize, q6k: bool) -> usize {
     match tile {
         ..=32 => 4,
+        33..=64 if q6k => 2,
         33..=64 => 3,
         _ => 2,
     }
@@ -1008,6 +1012,12 @@ mod tests {
         assert_eq!(q6k(1024, 4096, 4096), "gemm_q6k_wg@BT=256,PRODUCER=1");
         assert_eq!(q6k(2048, 4096, 14336), "gemm_q6k_wg@BT=256,PRODUCER=1");
         assert_eq!(q6k(512, 4096, 14336), "gemm_q6k_wg@BT=256,SPLITK=2");
+        // Its 64-token blocks with the producer: two an SM.
+        assert_eq!(q6k(64, 6144, 4096), "gemm_q6k_wg@WG=1,BT=64,SPLITK=2");
+        assert_eq!(
+            q6k(64, 4096, 4096),
+            "gemm_q6k_wg@WG=1,BT=64,PRODUCER=1,SPLITK=4"
+        );
         // Other types, K not a multiple of 256, and every type without sm_90a keep the mma.sync
         // kernels.
         assert!(!quant_gemm(GgmlType::Q5_0, 512, 4096, 4096, true)
