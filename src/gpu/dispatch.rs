@@ -413,10 +413,11 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
 const SHORT_BATCH_TOKENS: usize = 224;
 
 /// gemm_wg's tiles for a batch of fewer than [`SHORT_BATCH_TOKENS`], the H200's fastest
-/// (docs/PERF.md, session 18): one warpgroup on [`short_batch_tile`]'s tiles (128 tokens only where the matrix
-/// has at least 64 tiles of 64 rows; with fewer, 64-token tiles split further do better), with
-/// K split in 2, 4 or 8 (at most 4 on 128-token tiles) as far as the blocks stay within what the
-/// SMs hold at once ([`short_batch_blocks_per_sm`]) and every split keeps two super-blocks.
+/// (docs/PERF.md, session 18): one warpgroup on [`short_batch_tile`]'s tiles (128 tokens only
+/// where the matrix has at least 64 tiles of 64 rows; with fewer, 64-token tiles split further
+/// do better), with K split in 2, 4 or 8 (at most 4 on 128-token tiles) as far as the blocks
+/// stay within what the SMs hold at once ([`short_batch_blocks_per_sm`]) and every split keeps
+/// two super-blocks.
 /// A short batch's product streams its weights, and the tiles of a short N alone (64 at
 /// N = 4096, 16 at N = 1024) leave most SMs idle: at T = 64, Q4_K 4096 x 4096 took 26.0 us
 /// unsplit and 15.9 split in four, 1024 x 4096 11.0 split in eight; past what the SMs hold the
