@@ -51,6 +51,16 @@ fn arrays_of_fragments_fill_and_index_registers() {
 }
 
 #[test]
+fn arrays_of_vectors_fill_every_lane() {
+    let out = ir("var v: [2] f32x4 = 1.5;
+        v[1] = v[1] * f32x4(1.0, 2.0, 3.0, 4.0);
+        o[0] = v[1].w;");
+    assert!(out.contains("[2] f32x4(1.5)"), "{out}");
+    let e = error("var v: [2] f32x4 = f32x4(0.0, 0.0, 0.0, 0.0);");
+    assert!(e.contains("must be `[2] f32x4`, found `f32x4`"), "{e}");
+}
+
+#[test]
 fn dynamic_indices_are_rejected() {
     let e = error("var r: [4] f32 = 0.0; for i in 0u32..4 { r[i] = 1.0; }");
     assert!(

@@ -549,7 +549,7 @@ impl<'m, 'a> Machine<'m, 'a> {
                             );
                         };
                         let Some(v) = Value::from_const_typed(elem, c) else {
-                            return Err(self.malformed(stmt.span, "an array fill of a vector type"));
+                            return Err(self.malformed(stmt.span, "an array fill of this type"));
                         };
                         let v = vec![v; self.threads];
                         self.set_element(*var, dims.iter().product(), None, &v, active);

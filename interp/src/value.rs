@@ -307,10 +307,14 @@ impl Value {
         }
     }
 
-    /// A constant of a scalar type, or a fragment with every element `c`.
+    /// A constant of a scalar type, or a vector or fragment with every element `c`.
     pub(crate) fn from_const_typed(ty: &Type, c: &ConstValue) -> Option<Value> {
         match ty {
             Type::Scalar(s) => Some(Value::from_const(*s, c)),
+            Type::Vector(s, n) => {
+                let lanes = vec![Value::from_const(*s, c); usize::from(*n)];
+                Some(Value::Vector(Vector::new(&lanes)?))
+            }
             Type::Frag(frag) => {
                 let elem = Value::from_const(frag.elem, c);
                 let lanes = vec![elem; 4 / frag.elem.size() as usize];

@@ -190,6 +190,26 @@ fn vector_view_takes_a_buffer_of_its_scalar() {
 }
 
 #[test]
+fn a_vector_array_fill_sets_every_lane() {
+    let src = "
+kernel k(y: global mut [f32x4]) grid(1) block(32) {
+    var v: [2] f32x4 = 1.5;
+    v[1] = v[1] * f32x4(1.0, 2.0, 3.0, 4.0);
+    for i in 0u32..2 unroll { y[2 * thread.x + i] = v[i]; }
+}
+";
+    let mut args = vec![Arg::Buffer(Buffer::from_f32(&[0.0; 256]))];
+    launch(src, "k", &mut args).unwrap();
+    let y = args[0].buffer().unwrap().to_f32();
+    for t in 0..32 {
+        assert_eq!(
+            y[8 * t..8 * t + 8],
+            [1.5, 1.5, 1.5, 1.5, 1.5, 3.0, 4.5, 6.0]
+        );
+    }
+}
+
+#[test]
 fn warp_sync_needs_the_whole_warp() {
     let src = r#"
 kernel k(y: global mut [u32], n: u32) grid(1) block(64) {

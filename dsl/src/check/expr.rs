@@ -910,13 +910,17 @@ impl FnCx<'_, '_> {
         Ok(mk(ir::ExprKind::Const(c), Type::Frag(frag), e.span))
     }
 
-    /// A literal where an array is wanted: every element gets its value (a fragment element
-    /// is filled too).
+    /// A literal where an array is wanted: every element gets its value (every register of a
+    /// fragment element, every lane of a vector one).
     fn array_fill(&mut self, e: &ast::Expr, ty: &Type) -> Res<ir::Expr> {
         let Type::Array { elem, .. } = ty else {
             unreachable!("called for arrays")
         };
-        let x = self.expect(e, elem, "an array's fill value")?;
+        let fill = match **elem {
+            Type::Vector(s, _) => Type::Scalar(s),
+            ref t => t.clone(),
+        };
+        let x = self.expect(e, &fill, "an array's fill value")?;
         let ir::ExprKind::Const(c) = x.kind else {
             let d = Diagnostic::error("an array can only be filled with a single literal", e.span);
             return Err(self.error(d));
