@@ -494,6 +494,15 @@ fn engine_runs(name: &str, spec: &Spec, shape: &Shape, wgmma: bool) -> bool {
         }
         (Op::Matvec, Some(ty), _, &[t, n, k]) if decode(t) => Some(dispatch::matvec(ty, t, n, k)),
         (Op::QuantGemm | Op::Matvec, ..) => None,
+        (Op::RmsNorm | Op::AddRmsNorm, _, _, &[rows, cols]) => {
+            let copy = match spec.copy {
+                None => dispatch::InputCopy::None,
+                Some(Elem::ActS8) => dispatch::InputCopy::Int8,
+                Some(_) => dispatch::InputCopy::Half,
+            };
+            let fused_add = spec.op == Op::AddRmsNorm;
+            Some(dispatch::rmsnorm(rows, cols, fused_add, copy))
+        }
         _ => return !name.contains('@'),
     };
     pick.as_deref() == Some(name)
@@ -636,9 +645,15 @@ mod tests {
         let matvec_s8 = dispatch::matvec_s8(GgmlType::Q4_K, 1, 4096, 14336).unwrap();
         assert!(runs(&matvec, &decode, true) && runs(&matvec_s8, &decode, true));
         assert!(!runs(&matvec, &[1, 14336, 4096], true));
+        // Norms: the build for the rows and their width.
+        assert!(runs("rmsnorm_f32@BLOCK=1024,VEC=1", &[4, 64], true));
+        assert!(!runs("rmsnorm_f32", &[4, 64], true));
+        assert!(runs("add_rmsnorm_f32h", &[512, 4096], true));
+        assert!(runs("add_rmsnorm_f32h@VEC=2", &[512, 2048], true));
+        assert!(!runs("rmsnorm_f16", &[512, 4096], true));
         // Other kernels: their default build only.
-        assert!(runs("rmsnorm_f32", &[4, 64], true));
-        assert!(!runs("rmsnorm_f32@BLOCK=512", &[4, 64], true));
+        assert!(runs("softmax_rows", &[4, 64], true));
+        assert!(!runs("softmax_rows@BLOCK=512", &[4, 64], true));
     }
 
     #[test]

@@ -580,7 +580,15 @@ impl Spec {
             Op::SiluMul | Op::GeluMul if self.int8_copy() || self.gated.is_some() => {
                 &[&[64], &[1088], &[8 * 14336]]
             }
-            Op::RmsNorm | Op::AddRmsNorm => &[&[1, 1], &[37, 1000], &[512, 4096], &[3, 14336]],
+            // One group of four (kernels/norm.tile), ragged, the hidden widths of Llama 3 8B and
+            // Gemma 3 27B, a row wider than every build holds in registers.
+            Op::RmsNorm | Op::AddRmsNorm => &[
+                &[1, 4],
+                &[37, 1000],
+                &[512, 4096],
+                &[64, 5376],
+                &[3, 70_000],
+            ],
             // Rows of whole 64-value groups; the GEMM anchors' activations.
             Op::QuantizeActs => &[
                 &[1, 64],
@@ -776,13 +784,15 @@ impl Spec {
     #[cfg(test)]
     pub fn interp_shapes(&self) -> &'static [&'static [usize]] {
         match self.op {
-            // One group; two trips of the 1024-thread blocks, the second ragged; a second block
-            // of 256 threads, ragged.
+            // One group; rows ragged against the 1024-thread blocks, and (4864) a row past
+            // what their one-group builds hold in registers.
             Op::RmsNorm | Op::AddRmsNorm if self.int8_copy() => &[&[1, 64], &[3, 192], &[2, 4864]],
             Op::SiluMul | Op::GeluMul if self.int8_copy() || self.gated.is_some() => {
                 &[&[64], &[1088]]
             }
-            Op::RmsNorm | Op::AddRmsNorm => &[&[1, 1], &[3, 100], &[2, 600]],
+            // One group of four; ragged; (1200) a row past what the 256-thread one-group build
+            // holds in registers.
+            Op::RmsNorm | Op::AddRmsNorm => &[&[1, 4], &[3, 100], &[2, 1200]],
             // One group; ragged against the block of threads.
             Op::QuantizeActs => &[&[1, 64], &[3, 192], &[5, 1024]],
             Op::Softmax => &[&[3, 1], &[4, 77], &[2, 700]],
@@ -899,7 +909,7 @@ impl Spec {
             Op::SiluMul | Op::GeluMul if self.int8_copy() || self.gated.is_some() => {
                 &[&[14336], &[8 * 14336]]
             }
-            Op::RmsNorm | Op::AddRmsNorm => &[&[512, 4096], &[2048, 4096]],
+            Op::RmsNorm | Op::AddRmsNorm => &[&[64, 4096], &[512, 4096], &[2048, 4096]],
             // The inputs of the anchor GEMMs (K = 4096 and 14336).
             Op::QuantizeActs => &[&[512, 4096], &[512, 14336], &[2048, 14336]],
             // Attention scores: 32 heads x T queries, T keys.
@@ -995,6 +1005,8 @@ impl Spec {
             (Op::Gemm, Elem::F16) => d[2].is_multiple_of(8),
             (Op::Gemm, Elem::I8) => d[2].is_multiple_of(16),
             (Op::QuantizeActs, _) => d[1].is_multiple_of(reference::ACT_S8_GROUP),
+            // Rows of whole groups of four (kernels/norm.tile).
+            (Op::RmsNorm | Op::AddRmsNorm, _) => d[1].is_multiple_of(4),
             (Op::Attention, _) => {
                 d[0].is_multiple_of(d[1])
                     && d[2].max(d[3]) <= ATTENTION_MAX_HEAD_DIM

@@ -556,20 +556,30 @@ pub enum InputCopy {
     Int8,
 }
 
-/// The RMS norm for `rows` rows: a block of 1024 threads for decode-size batches, where one
-/// block per row leaves the GPU idle and 256 threads walk a 4096-wide row in 16 dependent steps;
-/// with `fused_add`, the residual add before it in the same pass; with `copy`, the output also in
-/// f16 (prefill-size batches) or as int8 blocks (decode-size ones).
-pub fn rmsnorm(rows: usize, fused_add: bool, copy: InputCopy) -> &'static str {
-    match (copy, fused_add, rows <= MATVEC_MAX_T) {
-        (InputCopy::Half, false, _) => "rmsnorm_f32h",
-        (InputCopy::Half, true, _) => "add_rmsnorm_f32h",
-        (InputCopy::Int8, false, _) => "rmsnorm_f32q@BLOCK=1024",
-        (InputCopy::Int8, true, _) => "add_rmsnorm_f32q@BLOCK=1024",
-        (InputCopy::None, false, true) => "rmsnorm_f32@BLOCK=1024",
-        (InputCopy::None, false, false) => "rmsnorm_f32",
-        (InputCopy::None, true, true) => "add_rmsnorm_f32@BLOCK=1024",
-        (InputCopy::None, true, false) => "add_rmsnorm_f32",
+/// The RMS norm for `rows` rows of `cols` values (a multiple of 4): with `fused_add`, the
+/// residual add before it in the same pass; with `copy`, the output also in f16 (prefill-size
+/// batches) or as int8 blocks (decode-size ones). One block a row, each thread holding VEC
+/// groups of four of it in registers (kernels/norm.tile): 1024 threads for decode-size batches,
+/// whose few blocks must have as many loads in flight as they can, else 256; VEC the least power
+/// of two that covers the row, as far as the builds go (kernels/variants.txt).
+pub fn rmsnorm(rows: usize, cols: usize, fused_add: bool, copy: InputCopy) -> String {
+    let name = match (copy, fused_add) {
+        (InputCopy::None, false) => "rmsnorm_f32",
+        (InputCopy::None, true) => "add_rmsnorm_f32",
+        (InputCopy::Half, false) => "rmsnorm_f32h",
+        (InputCopy::Half, true) => "add_rmsnorm_f32h",
+        (InputCopy::Int8, false) => "rmsnorm_f32q",
+        (InputCopy::Int8, true) => "add_rmsnorm_f32q",
+    };
+    let (block, most) = match rows <= MATVEC_MAX_T {
+        true => (1024, 4),
+        false => (256, 16),
+    };
+    let vec = cols.div_ceil(4 * block).next_power_of_two().min(most);
+    match (block, vec) {
+        (256, 4) => name.to_string(),
+        (256, vec) => format!("{name}@VEC={vec}"),
+        (block, vec) => format!("{name}@BLOCK={block},VEC={vec}"),
     }
 }
 
@@ -669,8 +679,10 @@ mod tests {
         let mut names = vec![gemm_f16(1).to_string(), gemm_f16(4096).to_string()];
         for fused_add in [false, true] {
             for copy in [InputCopy::None, InputCopy::Half, InputCopy::Int8] {
-                let norms = [rmsnorm(1, fused_add, copy), rmsnorm(512, fused_add, copy)];
-                names.extend(norms.map(String::from));
+                // Llama 3 8B's rows, Gemma 3 270M's, Gemma 3 27B's, one wider than the builds.
+                for cols in [4096, 640, 5376, 70_000] {
+                    names.extend([1, 512].map(|rows| rmsnorm(rows, cols, fused_add, copy)));
+                }
             }
         }
         for d in [64, 128, 256] {

@@ -591,6 +591,15 @@ impl Gpu {
         if !dense {
             return Err(GpuError::UnsupportedArch(config.arch.name().into()));
         }
+        // The norms read their rows as groups of four values (kernels/norm.tile).
+        let mut widths = (0..config.n_layer)
+            .flat_map(|il| [config.head_dim_k_at(il), config.head_dim_v_at(il)])
+            .chain([config.n_embd]);
+        if widths.any(|w| !w.is_multiple_of(4)) {
+            return Err(GpuError::Unsupported(
+                "a model whose hidden or head width is not a multiple of 4",
+            ));
+        }
         // SAFETY: the backend queues all its work, copies included, on this one stream, so the
         // per-buffer events that order uses across streams are not needed (and cost host time
         // per launch).
@@ -960,7 +969,7 @@ impl Gpu {
         let mut args = vec![x.f32()?.into(), w.into(), (&mut y).into()];
         args.extend(y_copy.arg());
         args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
-        let kernel = self.kernel(dispatch::rmsnorm(rows, false, copy))?;
+        let kernel = self.kernel(&dispatch::rmsnorm(rows, cols, false, copy))?;
         self.launch(&kernel, &mut args)?;
         Ok(Act::with_copy(y, y_copy))
     }
@@ -1641,7 +1650,7 @@ impl Backend for Gpu {
         args.extend(h_copy.arg());
         args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
         self.launch(
-            &*self.kernel(dispatch::rmsnorm(rows, true, copy))?,
+            &*self.kernel(&dispatch::rmsnorm(rows, cols, true, copy))?,
             &mut args,
         )?;
         *x = sum.into();
