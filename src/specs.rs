@@ -323,6 +323,8 @@ pub const SPECS: &[Spec] = &[
     spec("append_f16", Op::Append, Elem::F32, Elem::F16),
     // q, k, v, the two norm weights, sin, cos, the position offset.
     spec("rope_append_f16", Op::RopeAppend, Elem::F32, Elem::F32),
+    // The same with the rotated queries in f16, for flash attention (prefill-size batches).
+    spec("rope_append_f16_q16", Op::RopeAppend, Elem::F32, Elem::F16),
     spec("add_bias_f32", Op::AddBias, Elem::F32, Elem::F32),
     spec("scale_f32", Op::Scale, Elem::F32, Elem::F32),
     spec("softcap_f32", Op::Softcap, Elem::F32, Elem::F32),
@@ -758,13 +760,14 @@ impl Spec {
                 &[4000, 1024, 1024],
             ],
             // Degenerate; ragged with dk != dv; Llama 3 8B decode; Qwen 3 at the matvec's widest
-            // batch; Gemma 3 270M; Gemma 4 global layers (wide heads, partial rotation, values
-            // normed).
+            // batch; Llama 3 8B's prefill; Gemma 3 270M; Gemma 4 global layers (wide heads,
+            // partial rotation, values normed).
             Op::RopeAppend => &[
                 &[1, 1, 2, 2, 1, 2, 0, 0, 0, 0],
                 &[6, 3, 100, 70, 5, 40, 0, 1, 1, 33],
                 &[32, 8, 128, 128, 1, 128, 0, 0, 0, 4000],
                 &[32, 8, 128, 128, 8, 128, 1, 1, 0, 300],
+                &[32, 8, 128, 128, 512, 128, 1, 0, 0, 0],
                 &[4, 1, 256, 256, 1, 256, 1, 1, 0, 1000],
                 &[16, 2, 512, 512, 3, 128, 1, 1, 1, 500],
             ],
@@ -963,10 +966,11 @@ impl Spec {
             Op::Embed => &[&[32000, 512, 4096], &[32000, 2048, 4096]],
             // KV cache appends in prefill and decode; a last row.
             Op::Append => &[&[0, 1024, 512 * 1024], &[4000, 1024, 1024]],
-            // Decode: Llama 3 8B, Gemma 3 270M.
+            // Decode: Llama 3 8B, Gemma 3 270M; Llama 3 8B's prefill.
             Op::RopeAppend => &[
                 &[32, 8, 128, 128, 1, 128, 0, 0, 0, 4000],
                 &[4, 1, 256, 256, 1, 256, 1, 1, 0, 1000],
+                &[32, 8, 128, 128, 512, 128, 1, 0, 0, 0],
             ],
             Op::Copy => &[&[511 * 4096, 0, 4096]],
             Op::AddBias => &[&[512, 4096], &[2048, 4096]],
@@ -1189,7 +1193,7 @@ impl Spec {
     pub fn output_elems(&self) -> Vec<Elem> {
         let computed = match self.op {
             // The rotated queries, then the K and V caches.
-            Op::RopeAppend => return vec![Elem::F32, Elem::F16, Elem::F16],
+            Op::RopeAppend => return vec![self.out, Elem::F16, Elem::F16],
             Op::AddRmsNorm => 2,
             // The ids, then the values.
             Op::TopK => return vec![Elem::I32, Elem::F32],

@@ -162,6 +162,7 @@ struct Kernels {
     rope_half: Arc<Kernel>,
     append_f16: Arc<Kernel>,
     rope_append: Arc<Kernel>,
+    rope_append_q16: Arc<Kernel>,
     attention_split: Arc<Kernel>,
     attention_combine: Arc<Kernel>,
     argmax: Arc<Kernel>,
@@ -194,6 +195,7 @@ impl Kernels {
             rope_half: k("rope_f32h")?,
             append_f16: k("append_f16")?,
             rope_append: k("rope_append_f16")?,
+            rope_append_q16: k("rope_append_f16_q16")?,
             attention_split: k("attention_split_f16")?,
             attention_combine: k("attention_combine")?,
             argmax: k("argmax_rows")?,
@@ -1547,9 +1549,10 @@ impl Backend for Gpu {
         self.attend_cache(layer, q, Some((k, v)), start, p)
     }
 
-    /// At decode (few tokens) the steps before the attention in one launch of rope_append_f16,
-    /// which writes the keys and values into the cache itself; otherwise (and without rope)
-    /// [`attention_steps`].
+    /// The steps before the attention in one launch of rope_append_f16, which writes the keys
+    /// and values into the cache itself, and the queries in f32 for decode's split attention or
+    /// in f16 for flash attention (rope_append_f16_q16); without rope, or for prefill-size
+    /// batches without a flash build, [`attention_steps`].
     fn attention_block(
         &mut self,
         layer: usize,
@@ -1559,7 +1562,8 @@ impl Backend for Gpu {
     ) -> Result<Act> {
         let n_tokens = x.q.len() / (p.n_head * p.head_dim_k);
         let half_dims = x.rope.inv_freq().len();
-        if n_tokens > dispatch::MATVEC_MAX_T || half_dims == 0 {
+        let flash = dispatch::flash_attention(p.head_dim_k, p.head_dim_v, n_tokens).is_some();
+        if half_dims == 0 || (n_tokens > dispatch::MATVEC_MAX_T && !flash) {
             return attention_steps(self, layer, x, start, p);
         }
         check_attention(p)?;
@@ -1572,7 +1576,10 @@ impl Backend for Gpu {
         };
         // Without the norms their weights are not read: any f32 buffer will do.
         let (qw, kw) = x.qk_norm.unwrap_or((&rows.sin, &rows.sin));
-        let mut q = self.alloc(x.q.len())?;
+        let (mut q32, mut q16) = match flash {
+            true => (None, Some(self.queue.stream.alloc::<f16>(x.q.len()).gpu()?)),
+            false => (Some(self.alloc(x.q.len())?), None),
+        };
         let (host_start, at) = position_args(&self.graphs, &self.no_offset, start);
         let cache = &mut self.cache[layer];
         let mut args = vec![
@@ -1584,7 +1591,10 @@ impl Backend for Gpu {
             (&rows.sin).into(),
             (&rows.cos).into(),
             at.into(),
-            (&mut q).into(),
+            match (&mut q32, &mut q16) {
+                (_, Some(q)) => q.into(),
+                (q, None) => q.as_mut().expect("f32 queries without f16 ones").into(),
+            },
             (&mut cache.k).into(),
             (&mut cache.v).into(),
         ];
@@ -1605,8 +1615,16 @@ impl Backend for Gpu {
             x.eps.into(),
             u32_arg(host_start)?,
         ]);
-        self.queue.launch(&self.kernels.rope_append, &mut args)?;
-        self.attend_cache(layer, &q.into(), None, start, p)
+        let kernel = match flash {
+            true => &self.kernels.rope_append_q16,
+            false => &self.kernels.rope_append,
+        };
+        self.queue.launch(kernel, &mut args)?;
+        let q = match (q32, q16) {
+            (_, Some(q)) => Act::half_only(q),
+            (q, None) => q.expect("f32 queries without f16 ones").into(),
+        };
+        self.attend_cache(layer, &q, None, start, p)
     }
 
     fn glu(&self, activation: Activation, gate: &Act, x: &Act) -> Result<Act> {
