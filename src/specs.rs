@@ -305,6 +305,8 @@ pub const SPECS: &[Spec] = &[
         Elem::F32,
         Elem::F32,
     ),
+    // The same that also writes its output as int8 blocks, for the o projection's int8 matvec.
+    with_copy("attention_combine_q", Op::AttentionCombine, Elem::ActS8),
     spec("rope_f32", Op::Rope, Elem::F32, Elem::F32),
     with_copy("rope_f32h", Op::Rope, Elem::F16),
     // An f16 table, then u32 token ids.
@@ -874,12 +876,15 @@ impl Spec {
                 &[2, 1, 160, 136, 8, 33, 0, 0, 8],
             ],
             // 37 splits: several trips of the output loop, the last one partial; 1100: past
-            // the weights kept in shared memory.
+            // the weights kept in shared memory; heads of whole int8 groups (the int8 copy's),
+            // one wider than the block of threads.
             Op::AttentionCombine => &[
                 &[4, 3, 40, 5],
                 &[2, 1, 136, 1],
                 &[3, 2, 40, 37],
                 &[1, 1, 8, 1100],
+                &[2, 2, 64, 37],
+                &[1, 1, 192, 3],
             ],
             // Partial rotation both ways, an odd unrotated tail, more dimensions than threads.
             Op::Rope => &[
@@ -992,7 +997,12 @@ impl Spec {
             return false;
         }
         if self.int8_copy() {
-            return s.0[s.0.len() - 1].is_multiple_of(reference::ACT_S8_GROUP);
+            // The width of the rows whose blocks one block of threads writes: a head's.
+            let width = match self.op {
+                Op::AttentionCombine => s.0[2],
+                _ => s.0[s.0.len() - 1],
+            };
+            return width.is_multiple_of(reference::ACT_S8_GROUP);
         }
         if let Some(ty) = self.weight {
             // The quantized GEMMs take K in 64-weight slices, and int8 activations come in

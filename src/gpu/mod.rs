@@ -165,6 +165,7 @@ struct Kernels {
     rope_append_q16: Arc<Kernel>,
     attention_split: Arc<Kernel>,
     attention_combine: Arc<Kernel>,
+    attention_combine_q: Arc<Kernel>,
     argmax: Arc<Kernel>,
     top_k: Arc<Kernel>,
 }
@@ -198,6 +199,7 @@ impl Kernels {
             rope_append_q16: k("rope_append_f16_q16")?,
             attention_split: k("attention_split_f16")?,
             attention_combine: k("attention_combine")?,
+            attention_combine_q: k("attention_combine_q")?,
             argmax: k("argmax_rows")?,
             top_k: k("top_k_rows")?,
         })
@@ -990,6 +992,15 @@ impl Gpu {
         let n_tokens = q.len() / (p.n_head * p.head_dim_k);
         let needed = start + n_tokens;
         self.check_capacity(needed)?;
+        let o_len = n_tokens * p.n_head * p.head_dim_v;
+        // The o projection's input: at decode sizes the split attention's combine writes its
+        // int8 blocks too, where no block straddles two heads.
+        let mut o_copy = match self.input_copy(n_tokens, p.n_head * p.head_dim_v) {
+            InputCopy::Int8 if p.head_dim_v.is_multiple_of(reference::ACT_S8_GROUP) => {
+                self.copy_buffer(InputCopy::Int8, o_len)?
+            }
+            _ => CopyBuffer::None,
+        };
         let Self {
             queue,
             kernels,
@@ -1021,10 +1032,7 @@ impl Gpu {
             }
         }
         cache.len = needed;
-        let mut o = queue
-            .stream
-            .alloc(n_tokens * p.n_head * p.head_dim_v)
-            .gpu()?;
+        let mut o = queue.stream.alloc(o_len).gpu()?;
         let shape = |start| -> Result<[Arg<'static>; 9]> {
             Ok([
                 u32_arg(p.n_head)?,
@@ -1072,20 +1080,17 @@ impl Gpu {
         args.extend(shape(host_start)?);
         args.extend([u32_arg(split)?, u32_arg(keys)?]);
         queue.launch(&kernels.attention_split, &mut args)?;
-        queue.launch(
-            &kernels.attention_combine,
-            &mut [
-                (&part).into(),
-                (&mut o).into(),
-                u32_arg(p.n_head)?,
-                u32_arg(n_tokens)?,
-                u32_arg(p.head_dim_v)?,
-                u32_arg(n_splits)?,
-            ],
-        )?;
-        // The o projection's input: it takes a quantize_s8 launch of its own at decode sizes
-        // (attention_combine does not write int8 blocks yet).
-        Ok(o.into())
+        let combine = match o_copy {
+            CopyBuffer::Int8(_) => &kernels.attention_combine_q,
+            _ => &kernels.attention_combine,
+        };
+        let mut args = vec![(&part).into(), (&mut o).into()];
+        args.extend(o_copy.arg());
+        for dim in [p.n_head, n_tokens, p.head_dim_v, n_splits] {
+            args.push(u32_arg(dim)?);
+        }
+        queue.launch(combine, &mut args)?;
+        Ok(Act::with_copy(o, o_copy))
     }
 
     /// Refuses a forward pass that would hold more than the cache's positions.
