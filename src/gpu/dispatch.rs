@@ -380,7 +380,10 @@ const WGMMA_SMS: usize = 132;
 /// gains it 3-7% (its decode is the longest; Q4_K and Q8_0 gained nothing: session 12), and so do
 /// Q6_K's unsplit ones from T = 1024 (1-4% in each of seven pairs at T = 1024 and 2048; -8 to +2%
 /// at T = 512: session 16). The one-warpgroup split tile has a producer warp too (5-12% at N = 1024
-/// to 2048: session 16).
+/// to 2048: session 16). Where even the split leaves SMs idle and 128-token tiles split in four
+/// make at most two blocks per SM, those (T=512 N=1024 K=4096, the key and value products of an
+/// 8B model: Q4_K 22.8 -> 18.8 us, Q6_K 23.7 -> 19.3; at T=768, or N=2048, the split 256-token
+/// tiles stay as fast or faster: session 19).
 fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     let blocks = |rows: usize, tokens: usize| t.div_ceil(tokens) * n.div_ceil(rows);
     let (wide, narrow) = (blocks(128, 256), blocks(64, 256));
@@ -400,6 +403,8 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
         two_warpgroups("")
     } else if narrow >= FULL_GRID || k < 512 {
         ONE_WARPGROUP.to_string()
+    } else if 2 * narrow < WGMMA_SMS && 4 * blocks(64, 128) <= 2 * WGMMA_SMS && k >= 2048 {
+        "WG=1,BT=128,SPLITK=4".to_string()
     } else {
         format!("{ONE_WARPGROUP},SPLITK=2")
     };
@@ -957,10 +962,13 @@ mod tests {
             tiles(512, 4096, 4096),
             "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"
         );
-        assert_eq!(
-            tiles(512, 1024, 4096),
-            "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1,SPLITK=2"
-        );
+        assert_eq!(tiles(512, 1024, 4096), "WG=1,BT=128,SPLITK=4");
+        for (t, n) in [(768, 1024), (512, 2048)] {
+            assert_eq!(
+                tiles(t, n, 4096),
+                "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1,SPLITK=2"
+            );
+        }
         assert_eq!(
             tiles(240, 4096, 256),
             "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"
@@ -1015,10 +1023,7 @@ mod tests {
             q5k(512, 4096, 14336),
             "gemm_q5k_wg@BT=256,SPLITK=2,PRODUCER=1"
         );
-        assert_eq!(
-            q5k(512, 1024, 4096),
-            "gemm_q5k_wg@WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1,SPLITK=2"
-        );
+        assert_eq!(q5k(512, 1024, 4096), "gemm_q5k_wg@WG=1,BT=128,SPLITK=4");
         // Q6_K's unsplit two-warpgroup tiles take the producer from T = 1024.
         let q6k = |t, n, k| quant_gemm(GgmlType::Q6_K, t, n, k, true).unwrap();
         assert_eq!(q6k(512, 14336, 4096), "gemm_q6k_wg@BT=256");
