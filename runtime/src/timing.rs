@@ -26,9 +26,10 @@ pub fn median(samples: &mut [f32]) -> f32 {
 /// Runs `work` `warmup` times, then times `iters` runs with events around each and returns the
 /// median in milliseconds. `work` must queue its GPU work on `stream`.
 ///
-/// The GPU must never wait for the host between runs: a short kernel (a norm of one row takes
-/// 2-3 us on an H200) finishes before the host has queued the next launch and its events (5-7
-/// us), and events around host-bound runs time the host. So each batch of runs is queued behind
+/// The GPU must never wait for the host between runs: a short kernel finishes before the host
+/// has queued the next launch and its event (5-7 us), and events around host-bound runs time
+/// the host (on an H200 every kernel of up to 64 rows of 4096 measured 6.5-7.8 us so:
+/// docs/PERF.md). So each batch of runs is queued behind
 /// a kernel that keeps the stream busy for longer than queueing the batch takes
 /// ([`SPIN_PER_RUN`] a run), and batches stay within what a stream queues without blocking.
 pub fn time_median_ms(
@@ -193,7 +194,10 @@ mod tests {
                 .output()
                 .expect("running ptxas");
             let log = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "ptxas rejected the spin for {arch}:\n{log}");
+            assert!(
+                out.status.success(),
+                "ptxas rejected the spin for {arch}:\n{log}"
+            );
         }
         std::fs::remove_file(&file).ok();
     }
