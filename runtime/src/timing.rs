@@ -29,9 +29,9 @@ pub fn median(samples: &mut [f32]) -> f32 {
 /// The GPU must never wait for the host between runs: a short kernel finishes before the host
 /// has queued the next launch and its event (5-7 us), and events around host-bound runs time
 /// the host (on an H200 every kernel of up to 64 rows of 4096 measured 6.5-7.8 us so:
-/// docs/PERF.md). So each batch of runs is queued behind
-/// a kernel that keeps the stream busy for longer than queueing the batch takes
-/// ([`SPIN_PER_RUN`] a run), and batches stay within what a stream queues without blocking.
+/// docs/PERF.md). So each batch of runs is queued behind a kernel that keeps the stream busy
+/// for longer than queueing the batch takes ([`SPIN_PER_RUN`] a run), and batches stay within
+/// what a stream queues without blocking.
 pub fn time_median_ms(
     stream: &Stream,
     warmup: usize,
