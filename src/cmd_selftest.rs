@@ -491,6 +491,30 @@ mod tests {
         }
     }
 
+    /// A product's output of `len` elements: NaN poison, or zeros where a launch adds into it
+    /// (`zeroed`: K split; f32 outputs only).
+    fn product_output(spec: &crate::specs::Spec, len: usize, zeroed: bool) -> Arg {
+        Arg::Buffer(match (spec.out, zeroed) {
+            (Elem::F16, _) => Buffer::from_f16(&vec![f16::NAN; len]),
+            (_, false) => Buffer::from_f32(&vec![f32::NAN; len]),
+            (_, true) => Buffer::from_f32(&vec![0.0; len]),
+        })
+    }
+
+    /// A product's output, f16 or f32, widened.
+    fn output_values(spec: &crate::specs::Spec, arg: &Arg) -> Vec<f64> {
+        match spec.out {
+            Elem::F16 => arg
+                .buffer()
+                .unwrap()
+                .to_f16()
+                .into_iter()
+                .map(f64::from)
+                .collect(),
+            _ => f32_output(arg),
+        }
+    }
+
     /// gemm_wg's runs of tiles write the whole product, ragged rows included, as the engine
     /// launches them:
     /// - a short last wave on one-warpgroup tiles (dispatch::wave_tail): the full waves and then
@@ -501,26 +525,58 @@ mod tests {
     /// - a ragged last token tile's rows on the short-batch tiles the dispatch gives them
     ///   (dispatch::token_head, on a device of one SM): 256 tokens and then 4 (a 32-token tile
     ///   reading past T), and 256 and then 90 (two 64-token tiles, the second moved back to end
-    ///   at T, both split in K) of a product split in K.
+    ///   at T, both split in K) of a product split in K;
+    /// - the two-warpgroup tiles of both as persistent blocks (dispatch::PERSISTENT_TILE), one
+    ///   an SM, on the engine's grids, with the run's tile count where it has one.
     #[test]
     fn runs_of_gemm_wg_tiles_make_the_whole_product() {
-        use crate::gpu::dispatch::{gated_gemm, quant_gemm, token_head, wave_tail};
+        use crate::gpu::dispatch::{
+            gated_gemm, quant_gemm, token_head, wave_tail, PERSISTENT_TILE,
+        };
         use zinc_models::quant::GgmlType;
         // A launch: the variant, its T, first token row, first tile and tiles (None: all).
         type Run = (String, usize, usize, usize, Option<usize>);
+        // (file, kernel, shape, the two-warpgroup tile's variant).
         let cases = [
-            ("gemm_wg_glu.tile", "gemm_q4k_wg_silu", [256, 192, 256]),
-            ("gemm_wg.tile", "gemm_q6k_wg", [256, 320, 512]),
-            ("gemm_wg_glu.tile", "gemm_q4k_wg_silu", [260, 64, 256]),
-            ("gemm_wg.tile", "gemm_q4k_wg", [346, 136, 1024]),
+            (
+                "gemm_wg_glu.tile",
+                "gemm_q4k_wg_silu",
+                [256, 192, 256],
+                "BT=256",
+            ),
+            (
+                "gemm_wg_glu.tile",
+                "gemm_q4k_wg_silu",
+                [256, 192, 256],
+                PERSISTENT_TILE,
+            ),
+            (
+                "gemm_wg.tile",
+                "gemm_q6k_wg",
+                [256, 320, 512],
+                PERSISTENT_TILE,
+            ),
+            (
+                "gemm_wg_glu.tile",
+                "gemm_q4k_wg_silu",
+                [260, 64, 256],
+                "BT=256",
+            ),
+            (
+                "gemm_wg_glu.tile",
+                "gemm_q4k_wg_silu",
+                [260, 64, 256],
+                PERSISTENT_TILE,
+            ),
+            ("gemm_wg.tile", "gemm_q4k_wg", [346, 136, 1024], "BT=256"),
         ];
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
-        for (file, kernel, [t, n, k]) in cases {
+        for (file, kernel, [t, n, k], wide) in cases {
             let gated = kernel.ends_with("_silu");
             // One SM: every tile is a wave.
-            let head = token_head(&format!("{kernel}@BT=256"), t, n, gated, 1);
+            let head = token_head(&format!("{kernel}@{wide}"), t, n, gated, 1);
             let runs: Vec<Run> = if let Some(head) = head {
-                let head_variant = if gated { "BT=256" } else { "BT=256,SPLITK=2" };
+                let head_variant = if gated { wide } else { "BT=256,SPLITK=2" };
                 let rest = if gated {
                     gated_gemm(GgmlType::Q4_K, false, t - head, n, k, true)
                 } else {
@@ -533,11 +589,11 @@ mod tests {
                     (rest_variant.into(), t, head, 0, None),
                 ]
             } else {
-                let split = wave_tail(&format!("{kernel}@BT=256"), t, n, gated, 2)
+                let split = wave_tail(&format!("{kernel}@{wide}"), t, n, gated, 2)
                     .unwrap_or_else(|| panic!("{kernel}: no split"));
                 let (_, tail_variant) = split.tail.split_once('@').unwrap();
                 vec![
-                    ("BT=256".into(), t, 0, 0, Some(split.head)),
+                    (wide.into(), t, 0, 0, Some(split.head)),
                     (
                         tail_variant.into(),
                         t,
@@ -552,25 +608,28 @@ mod tests {
             let inputs = harness::random_inputs(spec, &shape);
             let x: Vec<f16> = inputs[0].iter().map(|&v| f16::from_f32(v)).collect();
             let len = spec.output_lens(&shape)[0];
-            // Poison where no launch adds into the output; zeros where one splits K.
             let splits_k = runs.iter().any(|run| run.0.contains("SPLITK"));
-            let out = match (spec.out, splits_k) {
-                (Elem::F16, _) => Buffer::from_f16(&vec![f16::NAN; len]),
-                (_, false) => Buffer::from_f32(&vec![f32::NAN; len]),
-                (_, true) => Buffer::from_f32(&vec![0.0; len]),
-            };
             let u = |x: usize| Arg::Scalar(Value::U32(x as u32));
             let mut args = vec![
                 Arg::ReadOnly(Buffer::from_f16(&x)),
                 Arg::ReadOnly(Buffer::from_slice(&harness::weight_words(spec, &inputs[1]))),
-                Arg::Buffer(out),
+                product_output(spec, len, splits_k),
             ];
             for (variant, run_t, token0, tile0, tiles) in &runs {
                 let c = compile(&dir.join(file), variant);
                 let interp = Interpreter::new(&c.module).sources(&c.sources);
                 args.truncate(3);
-                args.extend([u(*run_t), u(n), u(k), u(*tile0), u(*token0)]);
+                args.extend([
+                    u(*run_t),
+                    u(n),
+                    u(k),
+                    u(*tile0),
+                    u(*token0),
+                    u(tiles.unwrap_or(0)),
+                ]);
+                // The engine's grids (gpu::launch_gemm) on a device of two SMs.
                 let grid = match tiles {
+                    _ if variant.contains("PERSIST") => [tiles.unwrap_or(2).min(2) as u32, 1, 1],
                     Some(tiles) => [*tiles as u32, 1, 1],
                     None => interp.grid(kernel, &args).unwrap(),
                 };
@@ -579,22 +638,73 @@ mod tests {
                     .run(kernel, grid, block, &mut args)
                     .unwrap_or_else(|e| panic!("{kernel}@{variant}: {e}"));
             }
-            let got: Vec<f64> = match spec.out {
-                Elem::F16 => args[2]
-                    .buffer()
-                    .unwrap()
-                    .to_f16()
-                    .into_iter()
-                    .map(f64::from)
-                    .collect(),
-                _ => f32_output(&args[2]),
-            };
             let want = spec.reference(&shape, &inputs);
-            let errors = Errors::new(&got, &want, &[]);
+            let errors = Errors::new(&output_values(spec, &args[2]), &want, &[]);
             assert!(
                 errors.passes(spec.output_tolerance(0, &shape)),
                 "{kernel} at {shape}: {errors:?}"
             );
+        }
+    }
+
+    /// gemm_wg's persistent blocks (PERSIST) take every tile once and carry the ring from tile
+    /// to tile: 300 tokens (two token tiles, the second ragged) by 136 rows (two tiles of 128,
+    /// the second ragged; a gated unit's 72 outputs likewise), on one block and on three (block
+    /// 0 takes tiles 0 and 3). K of three super-blocks leaves the weights' two-deep ring on the
+    /// other parity at the next tile; Q6_K reloads its d words per tile.
+    #[test]
+    fn persistent_gemm_wg_blocks_take_every_tile() {
+        let cases = [
+            ("gemm_wg.tile", "gemm_q4k_wg", "BT=256", [300, 136, 768]),
+            ("gemm_wg.tile", "gemm_q6k_wg", "BT=256", [300, 136, 768]),
+            (
+                "gemm_wg_glu.tile",
+                "gemm_q4k_wg_silu",
+                "BT=256",
+                [300, 72, 512],
+            ),
+            (
+                "gemm_wg.tile",
+                "gemm_q4k_wg",
+                "WG=1,BT=256,STAGES=5,SHFL_SCALES=1",
+                [300, 72, 768],
+            ),
+        ];
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        let u = |x: usize| Arg::Scalar(Value::U32(x as u32));
+        for (file, kernel, tile, [t, n, k]) in cases {
+            let spec = spec_for(kernel).unwrap();
+            let shape = Shape(vec![t, n, k]);
+            let inputs = harness::random_inputs(spec, &shape);
+            let x: Vec<f16> = inputs[0].iter().map(|&v| f16::from_f32(v)).collect();
+            let want = spec.reference(&shape, &inputs);
+            let len = spec.output_lens(&shape)[0];
+            for blocks in [1, 3] {
+                let variant = format!("{tile},PRODUCER=1,PERSIST={blocks}");
+                let c = compile(&dir.join(file), &variant);
+                let mut args = vec![
+                    Arg::ReadOnly(Buffer::from_f16(&x)),
+                    Arg::ReadOnly(Buffer::from_slice(&harness::weight_words(spec, &inputs[1]))),
+                    product_output(spec, len, false),
+                    u(t),
+                    u(n),
+                    u(k),
+                    u(0),
+                    u(0),
+                    u(0),
+                ];
+                let interp = Interpreter::new(&c.module).sources(&c.sources);
+                let grid = interp.grid(kernel, &args).unwrap();
+                assert_eq!(grid, [blocks as u32, 1, 1], "{kernel}@{variant}");
+                interp
+                    .run(kernel, grid, interp.block(kernel).unwrap(), &mut args)
+                    .unwrap_or_else(|e| panic!("{kernel}@{variant}: {e}"));
+                let errors = Errors::new(&output_values(spec, &args[2]), &want, &[]);
+                assert!(
+                    errors.passes(spec.output_tolerance(0, &shape)),
+                    "{kernel}@{variant} at {shape}: {errors:?}"
+                );
+            }
         }
     }
 

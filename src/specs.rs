@@ -148,8 +148,8 @@ pub struct Spec {
     /// `_pairs` kernels, after a paired matrix's matvec).
     pub gated: Option<Op>,
     /// gemm_wg's launches: after the shape the kernel takes the first of the product's tiles
-    /// that its grid computes and the first token row of those tiles (0 and 0 here: all of
-    /// them, on the grid its signature derives).
+    /// that its grid computes, the first token row of those tiles and (persistent blocks) how
+    /// many tiles they take (0, 0 and 0 here: all of them, on the grid its signature derives).
     pub first_tile: bool,
 }
 
@@ -1340,7 +1340,7 @@ impl Spec {
         match self.op {
             Op::RmsNorm | Op::AddRmsNorm => scalars.push(ScalarValue::F32(RMS_EPS)),
             Op::Embed => scalars.push(ScalarValue::F32(embed_scale(d[2]))),
-            _ if self.first_tile => scalars.extend([ScalarValue::U32(0), ScalarValue::U32(0)]),
+            _ if self.first_tile => scalars.extend([0, 0, 0].map(ScalarValue::U32)),
             _ => {}
         }
         scalars

@@ -339,6 +339,7 @@ pub fn gated_gemm(
             64 => "@WG=1,BT=64",
             _ => "",
         },
+        _ if t.div_ceil(256) * n.div_ceil(64) > WGMMA_SMS => &format!("@{PERSISTENT_TILE}"),
         GgmlType::Q5_K => "@BT=256,PRODUCER=1",
         _ => "@BT=256",
     };
@@ -358,6 +359,12 @@ fn wgmma_kernel(ty: GgmlType) -> Option<&'static str> {
         _ => None,
     }
 }
+
+/// gemm_wg's two-warpgroup tile on 256 tokens where its tiles outnumber the SMs: persistent
+/// blocks, one an SM, which overlap a tile's first copies with the last tile's stores (H200,
+/// session 20: Q4_K 2048 x 4096 x 14336 359.6 -> 347.9 us, 2048 x 14336 x 4096 382.0 -> 371.6,
+/// Q6_K 396.5 -> 381.4 there; 512 x 14336 x 4096 within 1-2%).
+pub const PERSISTENT_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132";
 
 /// gemm_wg's one-warpgroup tile on 256 tokens, with the producer warp and shared chunk scales.
 const ONE_WARPGROUP: &str = "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1";
@@ -388,6 +395,9 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     let blocks = |rows: usize, tokens: usize| t.div_ceil(tokens) * n.div_ceil(rows);
     let (wide, narrow) = (blocks(128, 256), blocks(64, 256));
     let two_warpgroups = |split: &str| {
+        if split.is_empty() && wide > WGMMA_SMS {
+            return PERSISTENT_TILE.to_string();
+        }
         let producer =
             kernel == "gemm_q5k_wg" || (kernel == "gemm_q6k_wg" && split.is_empty() && t >= 1024);
         let producer = if producer { ",PRODUCER=1" } else { "" };
@@ -502,7 +512,7 @@ const WG_GROUP: usize = 8;
 /// the llama3-8b shape but lost pp300 3.5%, for reasons not yet known.
 pub fn wave_tail(kernel: &str, t: usize, n: usize, gated: bool, sms: usize) -> Option<WaveTail> {
     let (base, variant) = kernel.split_once('@')?;
-    let two_warpgroups = matches!(variant, "BT=256" | "BT=256,PRODUCER=1");
+    let two_warpgroups = matches!(variant, "BT=256" | "BT=256,PRODUCER=1" | PERSISTENT_TILE);
     if !two_warpgroups || !base.contains("_wg") || !t.is_multiple_of(256) {
         return None;
     }
@@ -792,8 +802,13 @@ mod tests {
     /// kernel for Q5_0 (nor, without wgmma, for Q6_K, Q8_0 and Q4_0).
     #[test]
     fn gated_gemms_take_whole_super_blocks_and_pair_groups() {
+        // Persistent blocks where the tiles outnumber the SMs (448 here, 128 at N = 4096).
         assert_eq!(
             gated_gemm(GgmlType::Q4_K, false, 512, 14336, 4096, true).as_deref(),
+            Some("gemm_q4k_wg_silu@BT=256,PRODUCER=1,PERSIST=132")
+        );
+        assert_eq!(
+            gated_gemm(GgmlType::Q4_K, false, 512, 4096, 4096, true).as_deref(),
             Some("gemm_q4k_wg_silu@BT=256")
         );
         // Short batches: one warpgroup on the 32- or 64-token tile they fill more than half,
@@ -809,7 +824,7 @@ mod tests {
         }
         assert_eq!(
             gated_gemm(GgmlType::Q4_0, false, 512, 14336, 4096, true).as_deref(),
-            Some("gemm_q4_0_wg_silu@BT=256")
+            Some("gemm_q4_0_wg_silu@BT=256,PRODUCER=1,PERSIST=132")
         );
         // Without wgmma: gemm_q4k's tiles for 2N rows, never its K split.
         assert_eq!(
@@ -952,8 +967,11 @@ mod tests {
             let name = quant_gemm(GgmlType::Q4_K, t, n, k, true).unwrap();
             name.split_once('@').unwrap().1.to_string()
         };
-        assert_eq!(tiles(512, 14336, 4096), "BT=256");
-        assert_eq!(tiles(2048, 4096, 14336), "BT=256");
+        // Persistent blocks where the two-warpgroup tiles outnumber the SMs (224 and 256 here;
+        // 128 at 1024 x 4096).
+        assert_eq!(tiles(512, 14336, 4096), "BT=256,PRODUCER=1,PERSIST=132");
+        assert_eq!(tiles(2048, 4096, 14336), "BT=256,PRODUCER=1,PERSIST=132");
+        assert_eq!(tiles(1024, 4096, 4096), "BT=256");
         assert_eq!(tiles(512, 4096, 14336), "BT=256,SPLITK=2");
         assert_eq!(tiles(512, 6144, 4096), "BT=256");
         assert_eq!(tiles(512, 4608, 4096), "BT=256");
@@ -1018,7 +1036,11 @@ mod tests {
             }
         }
         let q5k = |t, n, k| quant_gemm(GgmlType::Q5_K, t, n, k, true).unwrap();
-        assert_eq!(q5k(512, 14336, 4096), "gemm_q5k_wg@BT=256,PRODUCER=1");
+        assert_eq!(q5k(512, 6144, 4096), "gemm_q5k_wg@BT=256,PRODUCER=1");
+        assert_eq!(
+            q5k(512, 14336, 4096),
+            "gemm_q5k_wg@BT=256,PRODUCER=1,PERSIST=132"
+        );
         assert_eq!(
             q5k(512, 4096, 14336),
             "gemm_q5k_wg@BT=256,SPLITK=2,PRODUCER=1"
@@ -1026,9 +1048,16 @@ mod tests {
         assert_eq!(q5k(512, 1024, 4096), "gemm_q5k_wg@WG=1,BT=128,SPLITK=4");
         // Q6_K's unsplit two-warpgroup tiles take the producer from T = 1024.
         let q6k = |t, n, k| quant_gemm(GgmlType::Q6_K, t, n, k, true).unwrap();
-        assert_eq!(q6k(512, 14336, 4096), "gemm_q6k_wg@BT=256");
+        assert_eq!(q6k(512, 6144, 4096), "gemm_q6k_wg@BT=256");
         assert_eq!(q6k(1024, 4096, 4096), "gemm_q6k_wg@BT=256,PRODUCER=1");
-        assert_eq!(q6k(2048, 4096, 14336), "gemm_q6k_wg@BT=256,PRODUCER=1");
+        assert_eq!(
+            q6k(512, 14336, 4096),
+            "gemm_q6k_wg@BT=256,PRODUCER=1,PERSIST=132"
+        );
+        assert_eq!(
+            q6k(2048, 4096, 14336),
+            "gemm_q6k_wg@BT=256,PRODUCER=1,PERSIST=132"
+        );
         assert_eq!(q6k(512, 4096, 14336), "gemm_q6k_wg@BT=256,SPLITK=2");
         // Its 64-token blocks with the producer: two an SM.
         assert_eq!(q6k(64, 6144, 4096), "gemm_q6k_wg@WG=1,BT=64,SPLITK=2");

@@ -396,6 +396,17 @@ impl GemmLaunch {
     }
 }
 
+/// gemm_wg's persistent blocks (`PERSIST`): the K splits of `kernel`'s grid, if it has them.
+fn persistent_splits(kernel: &Kernel) -> Option<u32> {
+    let constant = |name: &str| {
+        let spec = &kernel.signature().specialization;
+        spec.iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| v.parse::<u32>().ok())
+    };
+    (constant("PERSIST")? > 0).then(|| constant("SPLITK").unwrap_or(1))
+}
+
 /// Whether `kernel` takes a range of its product's tiles (gemm_wg's `tile0` and `token0`).
 fn takes_tile_range(kernel: &Kernel) -> bool {
     kernel.signature().params.iter().any(|p| p.name == "token0")
@@ -786,10 +797,22 @@ impl Gpu {
                 self.launch(&launch.kernel, &mut args)?;
                 continue;
             };
-            args.extend([u32_arg(range.tile0)?, u32_arg(range.token0)?]);
-            let grid = match range.tiles {
-                Some(tiles) => Grid::Dims([to_u32(tiles)?, 1, 1]),
-                None => Grid::Auto,
+            // 0: all of the product's tiles from tile0 on.
+            let tiles = range.tiles.unwrap_or(0);
+            args.extend([
+                u32_arg(range.tile0)?,
+                u32_arg(range.token0)?,
+                u32_arg(tiles)?,
+            ]);
+            let grid = match (persistent_splits(&launch.kernel), range.tiles) {
+                // Persistent blocks, one an SM (the kernel's own grid counts an H200's 132);
+                // blocks past the last tile return at once.
+                (Some(splits), _) => {
+                    let blocks = range.tiles.map_or(self.sms, |tiles| tiles.min(self.sms));
+                    Grid::Dims([to_u32(blocks)?, 1, splits])
+                }
+                (None, Some(tiles)) => Grid::Dims([to_u32(tiles)?, 1, 1]),
+                (None, None) => Grid::Auto,
             };
             self.queue.launch_on(&launch.kernel, grid, &mut args)?;
         }
