@@ -796,8 +796,6 @@ mod tests {
         }
     }
 
-    /// gemm_wg's producer (kernels/gemm_wg.tile) issues TMA copies only, and refills the weight
-    /// ring safely only with at most 6 stages; the language cannot say so, the list must.
     /// The gated GEMM needs K in whole super-blocks and N in whole pair groups, and has no
     /// kernel for Q5_0 (nor, without wgmma, for Q6_K, Q8_0 and Q4_0).
     #[test]
@@ -853,12 +851,18 @@ mod tests {
         );
     }
 
+    /// gemm_wg's producer (kernels/gemm_wg.tile) issues TMA copies only, and refills the weight
+    /// ring safely only with at most 6 stages; its persistent blocks (PERSIST) need the producer,
+    /// which carries the ring from tile to tile. The language cannot say so, the list must.
     #[test]
     fn producer_variants_keep_tma_and_at_most_six_stages() {
         let listed = crate::variants::parse(include_str!("../../kernels/variants.txt")).unwrap();
-        let producers: Vec<_> = listed
-            .iter()
-            .filter(|v| v.family == "gemm_wg" && v.defines.contains("PRODUCER=1"))
+        let gemm_wg = || listed.iter().filter(|v| v.family.starts_with("gemm_wg"));
+        for v in gemm_wg().filter(|v| v.defines.contains("PERSIST=")) {
+            assert!(v.defines.contains("PRODUCER=1"), "line {}", v.line);
+        }
+        let producers: Vec<_> = gemm_wg()
+            .filter(|v| v.defines.contains("PRODUCER=1"))
             .collect();
         assert!(!producers.is_empty());
         for v in producers {
