@@ -41,23 +41,34 @@ pub fn run(args: &Args) -> Result<()> {
     let work = harness::grouped_by_shape(&names, |name, spec| {
         spec.shapes(name, &args.shapes, spec.selftest_shapes())
     });
+    if rows.is_empty() && work.is_empty() {
+        bail!("no kernel and shape match the filter");
+    }
+    // Each row is printed as soon as it is known: the references of real shapes take minutes.
+    let labels = (work.iter())
+        .flat_map(|(name, spec, _)| (0..spec.outputs()).map(|i| output_label(name, spec, i)));
+    let table = Table::new(
+        labels.chain(rows.iter().map(|r| r.kernel.clone())),
+        (work.iter().map(|(_, spec, shape)| spec.describe(shape))).chain(["-".to_string()]),
+    );
+    rows.iter().for_each(|row| table.print(row));
     let mut last = LastCase::default();
     for (name, spec, shape) in work {
         let host = last.get(spec, &shape);
-        match check(&registry, &stream, name, spec, &shape, host) {
-            Ok(outputs) => rows.extend(outputs.into_iter().enumerate().map(|(i, errors)| Row {
-                kernel: output_label(name, spec, i),
-                shape: spec.describe(&shape),
-                tolerance: spec.output_tolerance(i, &shape),
-                outcome: Ok(errors),
-            })),
-            Err(e) => rows.push(Row::failed(name, &spec.describe(&shape), &format!("{e:#}"))),
-        }
+        let checked: Vec<Row> = match check(&registry, &stream, name, spec, &shape, host) {
+            Ok(outputs) => (outputs.into_iter().enumerate())
+                .map(|(i, errors)| Row {
+                    kernel: output_label(name, spec, i),
+                    shape: spec.describe(&shape),
+                    tolerance: spec.output_tolerance(i, &shape),
+                    outcome: Ok(errors),
+                })
+                .collect(),
+            Err(e) => vec![Row::failed(name, &spec.describe(&shape), &format!("{e:#}"))],
+        };
+        checked.iter().for_each(|row| table.print(row));
+        rows.extend(checked);
     }
-    if rows.is_empty() {
-        bail!("no kernel and shape match the filter");
-    }
-    print_table(&rows);
     let failed = rows.iter().filter(|r| !r.passed()).count();
     if failed > 0 {
         bail!("{failed} of {} kernel checks failed", rows.len());
@@ -223,19 +234,29 @@ impl Row {
     }
 }
 
-fn print_table(rows: &[Row]) {
-    let kw = rows
-        .iter()
-        .map(|r| r.kernel.len())
-        .max()
-        .unwrap_or(0)
-        .max(6);
-    let sw = rows.iter().map(|r| r.shape.len()).max().unwrap_or(0).max(5);
-    println!(
-        "{:<kw$}  {:<sw$}  {:>10}  {:>10}  {:>8}  result",
-        "kernel", "shape", "max abs", "max rel", "tol"
-    );
-    for r in rows {
+/// The selftest's table, its columns as wide as the longest kernel label and shape to come.
+struct Table {
+    kernel_width: usize,
+    shape_width: usize,
+}
+
+impl Table {
+    /// Prints the header.
+    fn new(labels: impl Iterator<Item = String>, shapes: impl Iterator<Item = String>) -> Table {
+        let kw = labels.map(|l| l.len()).max().unwrap_or(0).max(6);
+        let sw = shapes.map(|s| s.len()).max().unwrap_or(0).max(5);
+        println!(
+            "{:<kw$}  {:<sw$}  {:>10}  {:>10}  {:>8}  result",
+            "kernel", "shape", "max abs", "max rel", "tol"
+        );
+        Table {
+            kernel_width: kw,
+            shape_width: sw,
+        }
+    }
+
+    fn print(&self, r: &Row) {
+        let (kw, sw) = (self.kernel_width, self.shape_width);
         match &r.outcome {
             Ok(e) => println!(
                 "{:<kw$}  {:<sw$}  {:>10.3e}  {:>10.3e}  {:>8.0e}  {}",
