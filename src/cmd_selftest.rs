@@ -558,37 +558,20 @@ mod tests {
         // A launch: the variant, its T, first token row, first tile and tiles (None: all).
         type Run = (String, usize, usize, usize, Option<usize>);
         // (file, kernel, shape, the two-warpgroup tile's variant).
+        let silu = |shape: [usize; 3], wide: &'static str| {
+            ("gemm_wg_glu.tile", "gemm_q4k_wg_silu", shape, wide)
+        };
         let cases = [
-            (
-                "gemm_wg_glu.tile",
-                "gemm_q4k_wg_silu",
-                [256, 192, 256],
-                "BT=256",
-            ),
-            (
-                "gemm_wg_glu.tile",
-                "gemm_q4k_wg_silu",
-                [256, 192, 256],
-                PERSISTENT_TILE,
-            ),
+            silu([256, 192, 256], "BT=256"),
+            silu([256, 192, 256], PERSISTENT_TILE),
             (
                 "gemm_wg.tile",
                 "gemm_q6k_wg",
                 [256, 320, 512],
                 PERSISTENT_TILE,
             ),
-            (
-                "gemm_wg_glu.tile",
-                "gemm_q4k_wg_silu",
-                [260, 64, 256],
-                "BT=256",
-            ),
-            (
-                "gemm_wg_glu.tile",
-                "gemm_q4k_wg_silu",
-                [260, 64, 256],
-                PERSISTENT_TILE,
-            ),
+            silu([260, 64, 256], "BT=256"),
+            silu([260, 64, 256], PERSISTENT_TILE),
             ("gemm_wg.tile", "gemm_q4k_wg", [346, 136, 1024], "BT=256"),
         ];
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");

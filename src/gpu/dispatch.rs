@@ -1039,36 +1039,32 @@ mod tests {
                 assert_eq!(name, format!("{kernel}@{}", tiles(t, n, k)));
             }
         }
-        let q5k = |t, n, k| quant_gemm(GgmlType::Q5_K, t, n, k, true).unwrap();
-        assert_eq!(q5k(512, 6144, 4096), "gemm_q5k_wg@BT=256,PRODUCER=1");
-        assert_eq!(
-            q5k(512, 14336, 4096),
-            "gemm_q5k_wg@BT=256,PRODUCER=1,PERSIST=132"
-        );
-        assert_eq!(
-            q5k(512, 4096, 14336),
-            "gemm_q5k_wg@BT=256,SPLITK=2,PRODUCER=1"
-        );
-        assert_eq!(q5k(512, 1024, 4096), "gemm_q5k_wg@WG=1,BT=128,SPLITK=4");
-        // Q6_K's unsplit two-warpgroup tiles take the producer from T = 1024.
-        let q6k = |t, n, k| quant_gemm(GgmlType::Q6_K, t, n, k, true).unwrap();
-        assert_eq!(q6k(512, 6144, 4096), "gemm_q6k_wg@BT=256");
-        assert_eq!(q6k(1024, 4096, 4096), "gemm_q6k_wg@BT=256,PRODUCER=1");
-        assert_eq!(
-            q6k(512, 14336, 4096),
-            "gemm_q6k_wg@BT=256,PRODUCER=1,PERSIST=132"
-        );
-        assert_eq!(
-            q6k(2048, 4096, 14336),
-            "gemm_q6k_wg@BT=256,PRODUCER=1,PERSIST=132"
-        );
-        assert_eq!(q6k(512, 4096, 14336), "gemm_q6k_wg@BT=256,SPLITK=2");
-        // Its 64-token blocks with the producer: two an SM.
-        assert_eq!(q6k(64, 6144, 4096), "gemm_q6k_wg@WG=1,BT=64,SPLITK=2");
-        assert_eq!(
-            q6k(64, 4096, 4096),
-            "gemm_q6k_wg@WG=1,BT=64,PRODUCER=1,SPLITK=4"
-        );
+        let q5k = [
+            (512, 6144, 4096, "BT=256,PRODUCER=1"),
+            (512, 14336, 4096, "BT=256,PRODUCER=1,PERSIST=132"),
+            (512, 4096, 14336, "BT=256,SPLITK=2,PRODUCER=1"),
+            (512, 1024, 4096, "WG=1,BT=128,SPLITK=4"),
+        ];
+        // Q6_K's unsplit two-warpgroup tiles take the producer from T = 1024, and its 64-token
+        // blocks with the producer make two an SM.
+        let q6k = [
+            (512, 6144, 4096, "BT=256"),
+            (1024, 4096, 4096, "BT=256,PRODUCER=1"),
+            (512, 14336, 4096, "BT=256,PRODUCER=1,PERSIST=132"),
+            (2048, 4096, 14336, "BT=256,PRODUCER=1,PERSIST=132"),
+            (512, 4096, 14336, "BT=256,SPLITK=2"),
+            (64, 6144, 4096, "WG=1,BT=64,SPLITK=2"),
+            (64, 4096, 4096, "WG=1,BT=64,PRODUCER=1,SPLITK=4"),
+        ];
+        for (ty, kernel, cases) in [
+            (GgmlType::Q5_K, "gemm_q5k_wg", &q5k[..]),
+            (GgmlType::Q6_K, "gemm_q6k_wg", &q6k[..]),
+        ] {
+            for &(t, n, k, variant) in cases {
+                let name = quant_gemm(ty, t, n, k, true).unwrap();
+                assert_eq!(name, format!("{kernel}@{variant}"), "{t} x {n} x {k}");
+            }
+        }
         // Other types, K not a multiple of 256, and every type without sm_90a keep the mma.sync
         // kernels.
         assert!(!quant_gemm(GgmlType::Q5_0, 512, 4096, 4096, true)
