@@ -767,6 +767,15 @@ pub enum Builtin {
         increase: bool,
         regs: u16,
     },
+    /// `[]`: `membar.gl` (`fence.sc.gpu`): this thread's memory accesses before it are ordered before
+    /// those after it for every thread of the device. With a relaxed atomic after it, a release
+    /// (a block publishing results through a flag); after one that observed a flag, an acquire.
+    /// Void.
+    FenceGpu,
+    /// `[]`: `bar.warp.sync` of the whole warp: its lanes wait for each other, and their memory
+    /// accesses before it are ordered before those after it (a lane that acquired a flag passes
+    /// the acquire on to the others). Void.
+    SyncWarp,
     /// `[]`: `fence.proxy.async.shared::cta`: this thread's earlier shared-memory writes (plain
     /// stores, cp.async) become visible to the async proxy, through which `Wgmma` reads B. Void;
     /// Hopper only, built for sm_90a with the wgmma kernels.

@@ -422,6 +422,8 @@ fn builtin(b: Builtin) -> String {
         Builtin::WgmmaCommit => "wgmma_commit",
         Builtin::WgmmaWait(n) => return format!("wgmma_wait<{n}>"),
         Builtin::FenceProxyAsync => "fence_proxy_async",
+        Builtin::FenceGpu => "fence_gpu",
+        Builtin::SyncWarp => "sync_warp",
         Builtin::MbarrierInit => "mbarrier_init",
         Builtin::MbarrierExpectTx => "mbarrier_expect_tx",
         Builtin::MbarrierArrive => "mbarrier_arrive",

@@ -109,7 +109,13 @@ impl<'m> Machine<'m, '_> {
             }
             // The MMAs ran at once; the fences have nothing to order, the groups only say which
             // registers are still the MMAs'.
-            Builtin::FenceProxyAsync => Ok(vec![UNSET; self.threads]),
+            // Blocks run one at a time, each thread's accesses in program order: every access is
+            // already ordered as a fence orders it.
+            Builtin::FenceProxyAsync | Builtin::FenceGpu => Ok(vec![UNSET; self.threads]),
+            Builtin::SyncWarp => {
+                self.check_converged(mask, "sync_warp", e.span)?;
+                Ok(vec![UNSET; self.threads])
+            }
             Builtin::WgmmaFence | Builtin::WgmmaCommit | Builtin::WgmmaWait(_) => {
                 self.check_converged(mask, "wgmma_fence/commit/wait", e.span)?;
                 match b {

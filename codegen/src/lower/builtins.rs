@@ -192,9 +192,16 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             Builtin::WgmmaFence
             | Builtin::WgmmaCommit
             | Builtin::WgmmaWait(_)
-            | Builtin::FenceProxyAsync => {
+            | Builtin::FenceProxyAsync
+            | Builtin::FenceGpu
+            | Builtin::SyncWarp => {
                 let (name, args) = match builtin {
                     Builtin::FenceProxyAsync => ("llvm.nvvm.fence.proxy.async.shared_cta", vec![]),
+                    Builtin::FenceGpu => ("llvm.nvvm.membar.gl", vec![]),
+                    Builtin::SyncWarp => {
+                        let all = self.ctx.i32_type().const_all_ones();
+                        ("llvm.nvvm.bar.warp.sync", vec![all.into()])
+                    }
                     Builtin::WgmmaFence => ("llvm.nvvm.wgmma.fence.sync.aligned", vec![]),
                     Builtin::WgmmaCommit => ("llvm.nvvm.wgmma.commit_group.sync.aligned", vec![]),
                     _ => {

@@ -7,6 +7,7 @@ mod kernels;
 mod emit;
 mod errors;
 mod ptxas;
+mod sync;
 mod tensor;
 mod tma;
 

@@ -46,6 +46,8 @@ pub enum Name {
         increase: bool,
     },
     FenceProxyAsync,
+    FenceGpu,
+    SyncWarp,
     MbarrierInit,
     MbarrierExpectTx,
     MbarrierArrive,
@@ -111,6 +113,8 @@ const TABLE: &[(&str, Name)] = &[
     ("setmaxnreg_inc", Name::SetMaxNReg { increase: true }),
     ("setmaxnreg_dec", Name::SetMaxNReg { increase: false }),
     ("fence_proxy_async", Name::FenceProxyAsync),
+    ("fence_gpu", Name::FenceGpu),
+    ("sync_warp", Name::SyncWarp),
     ("mbarrier_init", Name::MbarrierInit),
     ("mbarrier_expect_tx", Name::MbarrierExpectTx),
     ("mbarrier_arrive", Name::MbarrierArrive),
@@ -506,11 +510,17 @@ impl FnCx<'_, '_> {
             }
             Name::Frag => self.frag_build(args, want, span),
             Name::Wgmma => self.wgmma(args, span),
-            Name::WgmmaFence | Name::WgmmaCommit | Name::FenceProxyAsync => {
+            Name::WgmmaFence
+            | Name::WgmmaCommit
+            | Name::FenceProxyAsync
+            | Name::FenceGpu
+            | Name::SyncWarp => {
                 self.arity(name, args, 0, span)?;
                 let op = match b {
                     Name::WgmmaFence => Builtin::WgmmaFence,
                     Name::WgmmaCommit => Builtin::WgmmaCommit,
+                    Name::FenceGpu => Builtin::FenceGpu,
+                    Name::SyncWarp => Builtin::SyncWarp,
                     _ => Builtin::FenceProxyAsync,
                 };
                 Ok(mk(ir::ExprKind::Builtin(op, vec![]), Type::Void, span))

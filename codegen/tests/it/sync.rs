@@ -1,0 +1,29 @@
+//! Handing values over between blocks: `fence_gpu()` is `membar.gl` and `sync_warp()` the whole
+//! warp's `bar.warp.sync`, on every user arch, and ptxas takes them.
+
+use super::ptxas::sass_of;
+use super::ARCHS;
+use zinc_codegen::{compile, Emit, Options};
+
+/// Blocks handing sums over (interp/tests/handover.rs runs it).
+const SOURCE: &str = include_str!("../../../interp/tests/handover.tile");
+
+#[test]
+fn fences_and_warp_syncs_reach_the_ptx_of_every_arch() {
+    let c = zinc_dsl::compile_source("sync.tile", SOURCE, &[], &|_| None)
+        .unwrap_or_else(|f| panic!("{}", f.render()));
+    for arch in ARCHS {
+        let out = compile(&c.module, &Options::new(arch, None).unwrap(), Emit::Ptx)
+            .unwrap_or_else(|e| panic!("{arch}: {e}"));
+        let ptx: String = (out.text.lines())
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") + "\n")
+            .collect();
+        assert_eq!(ptx.matches("membar.gl;").count(), 2, "{arch}:\n{ptx}");
+        assert_eq!(ptx.matches("bar.warp.sync -1;").count(), 1, "{arch}");
+        assert!(
+            ptx.contains("atom.global.cas.b32") || ptx.contains(".cas.b32"),
+            "{arch}"
+        );
+        sass_of(&out.text, arch, "sync");
+    }
+}
