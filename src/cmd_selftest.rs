@@ -99,7 +99,7 @@ fn check(
             false => ElemBuf::poisoned(stream, elem, len + GUARD),
         })
         .collect::<Result<_>>()?;
-    let mut case = DeviceCase::upload(stream, spec, host, outputs, spec.scalars(shape))?;
+    let mut case = DeviceCase::upload(stream, spec, name, host, outputs, spec.scalars(shape))?;
     case.launch(&kernel, stream).context("launch")?;
     // The download waits for the kernel, so a fault in it surfaces here.
     let got = case
@@ -630,6 +630,7 @@ mod tests {
                     u(*tile0),
                     u(*token0),
                     u(tiles.unwrap_or(0)),
+                    Arg::Buffer(Buffer::from_u32(&[0])),
                 ]);
                 // The engine's grids (gpu::launch_gemm) on a device of two SMs.
                 let grid = match tiles {
@@ -647,6 +648,61 @@ mod tests {
             assert!(
                 errors.passes(spec.output_tolerance(0, &shape)),
                 "{kernel} at {shape}: {errors:?}"
+            );
+        }
+    }
+
+    /// A gemm_wg product on random inputs, for the interpreter: f16 X, the weight's words and
+    /// the reference.
+    struct WgCase {
+        spec: &'static crate::specs::Spec,
+        shape: Shape,
+        x: Vec<f16>,
+        w: Vec<u32>,
+        want: Vec<f64>,
+    }
+
+    impl WgCase {
+        fn new(kernel: &str, [t, n, k]: [usize; 3]) -> Self {
+            let spec = spec_for(kernel).unwrap();
+            let shape = Shape(vec![t, n, k]);
+            let inputs = harness::random_inputs(spec, &shape);
+            WgCase {
+                spec,
+                x: inputs[0].iter().map(|&v| f16::from_f32(v)).collect(),
+                w: harness::weight_words(spec, &inputs[1]),
+                want: spec.reference(&shape, &inputs),
+                shape,
+            }
+        }
+
+        /// A poisoned output.
+        fn output(&self) -> Arg {
+            product_output(self.spec, self.spec.output_lens(&self.shape)[0], false)
+        }
+
+        /// The whole product's arguments (tile0, token0 and tiles 0), the output poisoned, and
+        /// `ws` of `words` zeros.
+        fn args(&self, words: usize) -> Vec<Arg> {
+            let u = |x: usize| Arg::Scalar(Value::U32(x as u32));
+            let mut args = vec![
+                Arg::ReadOnly(Buffer::from_f16(&self.x)),
+                Arg::ReadOnly(Buffer::from_slice(&self.w)),
+                self.output(),
+            ];
+            args.extend(self.shape.0.iter().map(|&d| u(d)));
+            args.extend([u(0), u(0), u(0)]);
+            args.push(Arg::Buffer(Buffer::from_u32(&vec![0; words])));
+            args
+        }
+
+        /// Fails unless `out` holds the product (`what` names the run).
+        fn check(&self, out: &Arg, what: &str) {
+            let errors = Errors::new(&output_values(self.spec, out), &self.want, &[]);
+            assert!(
+                errors.passes(self.spec.output_tolerance(0, &self.shape)),
+                "{what} at {}: {errors:?}",
+                self.shape
             );
         }
     }
@@ -675,39 +731,79 @@ mod tests {
             ),
         ];
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
-        let u = |x: usize| Arg::Scalar(Value::U32(x as u32));
-        for (file, kernel, tile, [t, n, k]) in cases {
-            let spec = spec_for(kernel).unwrap();
-            let shape = Shape(vec![t, n, k]);
-            let inputs = harness::random_inputs(spec, &shape);
-            let x: Vec<f16> = inputs[0].iter().map(|&v| f16::from_f32(v)).collect();
-            let want = spec.reference(&shape, &inputs);
-            let len = spec.output_lens(&shape)[0];
+        for (file, kernel, tile, shape) in cases {
+            let case = WgCase::new(kernel, shape);
             for blocks in [1, 3] {
                 let variant = format!("{tile},PRODUCER=1,PERSIST={blocks}");
                 let c = compile(&dir.join(file), &variant);
-                let mut args = vec![
-                    Arg::ReadOnly(Buffer::from_f16(&x)),
-                    Arg::ReadOnly(Buffer::from_slice(&harness::weight_words(spec, &inputs[1]))),
-                    product_output(spec, len, false),
-                    u(t),
-                    u(n),
-                    u(k),
-                    u(0),
-                    u(0),
-                    u(0),
-                ];
+                let mut args = case.args(1);
                 let interp = Interpreter::new(&c.module).sources(&c.sources);
                 let grid = interp.grid(kernel, &args).unwrap();
                 assert_eq!(grid, [blocks as u32, 1, 1], "{kernel}@{variant}");
                 interp
                     .run(kernel, grid, interp.block(kernel).unwrap(), &mut args)
                     .unwrap_or_else(|e| panic!("{kernel}@{variant}: {e}"));
-                let errors = Errors::new(&output_values(spec, &args[2]), &want, &[]);
-                assert!(
-                    errors.passes(spec.output_tolerance(0, &shape)),
-                    "{kernel}@{variant} at {shape}: {errors:?}"
-                );
+                case.check(&args[2], &format!("{kernel}@{variant}"));
+            }
+        }
+    }
+
+    /// gemm_wg's stream-K blocks (STREAMK) share the tiles' super-blocks out and hand partial
+    /// sums over: 300 x 136 tokens by rows (four ragged tiles) with K of four super-blocks,
+    /// sixteen units.
+    /// - 3 blocks (the kernel's grid): tiles split in two, a block waiting for the next;
+    /// - 7: a tile in three (a block's whole share inside it);
+    /// - 16: every tile in four, a unit a block;
+    /// - 20 (a host's grid, more blocks than units): four blocks without units, which no block
+    ///   may wait for.
+    ///
+    /// Each run must leave the flags at zero, so the second run (the same `ws`, the output
+    /// poisoned again) must be right too. A gated unit and Q6_K (d words from a trip's first
+    /// super-block) take 3 and 7 blocks.
+    #[test]
+    fn stream_k_gemm_wg_blocks_share_the_super_blocks_out() {
+        use crate::gpu::dispatch::stream_k_workspace_words;
+        let cases = [
+            (
+                "gemm_wg.tile",
+                "gemm_q4k_wg",
+                [300, 136, 1024],
+                &[3, 7, 16, 20][..],
+            ),
+            ("gemm_wg.tile", "gemm_q6k_wg", [300, 136, 1024], &[3, 7]),
+            (
+                "gemm_wg_glu.tile",
+                "gemm_q4k_wg_silu",
+                [300, 72, 1024],
+                &[3, 7],
+            ),
+        ];
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        for (file, kernel, shape, grids) in cases {
+            let case = WgCase::new(kernel, shape);
+            for &blocks in grids {
+                let own = blocks.min(16);
+                let variant = format!("BT=256,PRODUCER=1,PERSIST={own},STREAMK=1");
+                let name = format!("{kernel}@{variant}");
+                let c = compile(&dir.join(file), &variant);
+                let words = case.spec.workspace_words(&name).unwrap();
+                assert!(words >= stream_k_workspace_words(own));
+                let mut args = case.args(stream_k_workspace_words(blocks));
+                let interp = Interpreter::new(&c.module).sources(&c.sources);
+                assert_eq!(interp.grid(kernel, &args).unwrap(), [own as u32, 1, 1]);
+                let block = interp.block(kernel).unwrap();
+                for run in 0..2 {
+                    args[2] = case.output();
+                    interp
+                        .run(kernel, [blocks as u32, 1, 1], block, &mut args)
+                        .unwrap_or_else(|e| panic!("{name} on {blocks}: {e}"));
+                    case.check(&args[2], &format!("{name} on {blocks} blocks, run {run}"));
+                    let flags = &args[9].buffer().unwrap().to_u32()[..8 * blocks];
+                    assert!(
+                        flags.iter().all(|&f| f == 0),
+                        "{name} on {blocks} blocks left flags set: {flags:?}"
+                    );
+                }
             }
         }
     }
@@ -817,6 +913,9 @@ mod tests {
                         .into_iter()
                         .map(|v| Arg::Scalar(interp_value(v))),
                 );
+                if let Some(words) = spec.workspace_words(name) {
+                    args.push(Arg::Buffer(Buffer::from_u32(&vec![0; words])));
+                }
                 Interpreter::new(&c.module)
                     .sources(&c.sources)
                     .launch(base, &mut args)

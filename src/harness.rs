@@ -275,11 +275,13 @@ impl ElemBuf {
     }
 }
 
-/// A kernel's arguments on the device: inputs, outputs, scalars.
+/// A kernel's arguments on the device: inputs, outputs, scalars and the zeroed buffer some
+/// kernels take after them ([`Spec::workspace_words`]).
 pub struct DeviceCase {
     pub inputs: Vec<ElemBuf>,
     pub outputs: Vec<ElemBuf>,
     pub scalars: Vec<ScalarValue>,
+    pub workspace: Option<DeviceBuffer<u32>>,
 }
 
 /// A kernel's random inputs at a shape, with what is slow to derive from them made once: the
@@ -374,11 +376,12 @@ pub fn grouped_by_shape<'a>(
 }
 
 impl DeviceCase {
-    /// `host`'s inputs as `spec` lays them out: the quantized weight last (already encoded),
-    /// the others as [`Spec::input_elem`].
+    /// `host`'s inputs as `spec` lays them out for kernel `name`: the quantized weight last
+    /// (already encoded), the others as [`Spec::input_elem`].
     pub fn upload(
         stream: &Stream,
         spec: &Spec,
+        name: &str,
         host: &HostCase,
         outputs: Vec<ElemBuf>,
         scalars: Vec<ScalarValue>,
@@ -394,10 +397,14 @@ impl DeviceCase {
                 _ => ElemBuf::upload(stream, spec.input_elem(i), values),
             })
             .collect::<Result<_>>()?;
+        let workspace = (spec.workspace_words(name))
+            .map(|words| stream.alloc_zeros(words))
+            .transpose()?;
         Ok(DeviceCase {
             inputs,
             outputs,
             scalars,
+            workspace,
         })
     }
 
@@ -406,6 +413,7 @@ impl DeviceCase {
         let mut args: Vec<Arg> = self.inputs.iter_mut().map(ElemBuf::arg).collect();
         args.extend(self.outputs.iter_mut().map(ElemBuf::arg));
         args.extend(self.scalars.iter().map(|&s| Arg::from(s)));
+        args.extend(self.workspace.as_mut().map(Arg::from));
         kernel.launch(stream, Grid::Auto, &mut args).map(drop)
     }
 }

@@ -1278,6 +1278,27 @@ impl Spec {
         }
     }
 
+    /// Words of the buffer that kernel `name` (this spec's, or a variant of it) takes after its
+    /// scalars: gemm_wg's `ws` ([`Spec::first_tile`]), which its stream-K builds share partial
+    /// sums through, on their own grid of at most PERSIST blocks
+    /// ([`crate::gpu::dispatch::stream_k_workspace_words`]), and the others never touch (one
+    /// word). None: the kernel takes no such buffer. It must be zero before the first launch;
+    /// the kernels leave it so.
+    pub fn workspace_words(&self, name: &str) -> Option<usize> {
+        if !self.first_tile {
+            return None;
+        }
+        let (_, variant) = name.split_once('@').unwrap_or((name, ""));
+        let value = |key: &str| {
+            let key = format!("{key}=");
+            (variant.split(',')).find_map(|p| p.strip_prefix(key.as_str())?.parse::<usize>().ok())
+        };
+        Some(match (value("STREAMK"), value("PERSIST")) {
+            (Some(1), Some(blocks)) => crate::gpu::dispatch::stream_k_workspace_words(blocks),
+            _ => 1,
+        })
+    }
+
     /// The scalar arguments after the output: the shape (as u32), and eps for the norms; the
     /// kernels around the model graph take theirs in their own order.
     pub fn scalars(&self, s: &Shape) -> Vec<ScalarValue> {
@@ -1812,6 +1833,13 @@ mod tests {
             mutable: true,
         }));
         args.extend(spec.scalars(shape).into_iter().map(ArgDesc::Scalar));
+        if let Some(words) = spec.workspace_words(spec.kernel) {
+            args.push(ArgDesc::Buffer {
+                elem: DType::U32,
+                len: words,
+                mutable: true,
+            });
+        }
         args
     }
 

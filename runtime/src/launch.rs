@@ -35,6 +35,23 @@ pub enum Arg<'a> {
 }
 
 impl Arg<'_> {
+    /// The same argument, borrowed for a shorter while (one launch among others sharing it).
+    pub fn reborrow(&mut self) -> Arg<'_> {
+        match self {
+            Arg::Buffer { raw, elem, len } => Arg::Buffer {
+                raw,
+                elem: *elem,
+                len: *len,
+            },
+            Arg::BufferMut { raw, elem, len } => Arg::BufferMut {
+                raw,
+                elem: *elem,
+                len: *len,
+            },
+            Arg::Scalar(v) => Arg::Scalar(*v),
+        }
+    }
+
     /// What the launch check sees of this argument.
     pub fn desc(&self) -> ArgDesc {
         match *self {

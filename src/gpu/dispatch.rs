@@ -360,6 +360,27 @@ fn wgmma_kernel(ty: GgmlType) -> Option<&'static str> {
     }
 }
 
+/// gemm_wg's stream-K tile (kernels/gemm_wg.tile, STREAMK): the persistent two-warpgroup tile
+/// on 256 tokens, the product's super-blocks shared out evenly over the blocks.
+pub const STREAM_K_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132,STREAMK=1";
+
+/// `kernel` (a gemm_wg kernel and variant, as [`quant_gemm`] and [`gated_gemm`] name it) on
+/// the stream-K tile for a product of `t` tokens, at least a tile of 256: whatever tile, K split
+/// or short last wave the dispatch chose becomes work shared out evenly over the SMs, and a
+/// split's zeroed output unneeded. The engine's choice with `ZINC_STREAMK=1` (session 21, not
+/// yet timed against the dispatch's choices).
+pub fn stream_k(kernel: &str, t: usize) -> Option<String> {
+    let base = kernel.split('@').next()?;
+    (base.contains("_wg") && t >= 256).then(|| format!("{base}@{STREAM_K_TILE}"))
+}
+
+/// Words of gemm_wg's `ws` for a stream-K launch (STREAMK=1) of `blocks` blocks: each block's
+/// flags (one per consumer warp, eight at most) and then its partial sums (those of the largest
+/// tile: 128 a thread of two warpgroups' 256).
+pub fn stream_k_workspace_words(blocks: usize) -> usize {
+    blocks * (8 + 128 * 256)
+}
+
 /// gemm_wg's two-warpgroup tile on 256 tokens where its tiles outnumber the SMs: persistent
 /// blocks, one an SM, which overlap a tile's first copies with the last tile's stores (H200,
 /// session 20: Q4_K 2048 x 4096 x 14336 359.6 -> 347.9 us, 2048 x 14336 x 4096 382.0 -> 371.6,
@@ -853,13 +874,22 @@ mod tests {
 
     /// gemm_wg's producer (kernels/gemm_wg.tile) issues TMA copies only, and refills the weight
     /// ring safely only with at most 6 stages; its persistent blocks (PERSIST) need the producer,
-    /// which carries the ring from tile to tile. The language cannot say so, the list must.
+    /// which carries the ring from tile to tile, and its stream-K blocks (STREAMK) are persistent
+    /// ones that split K themselves. The language cannot say so, the list must.
     #[test]
     fn producer_variants_keep_tma_and_at_most_six_stages() {
         let listed = crate::variants::parse(include_str!("../../kernels/variants.txt")).unwrap();
         let gemm_wg = || listed.iter().filter(|v| v.family.starts_with("gemm_wg"));
         for v in gemm_wg().filter(|v| v.defines.contains("PERSIST=")) {
             assert!(v.defines.contains("PRODUCER=1"), "line {}", v.line);
+        }
+        let stream_k: Vec<_> = gemm_wg()
+            .filter(|v| v.defines.contains("STREAMK=1"))
+            .collect();
+        assert!(!stream_k.is_empty());
+        for v in stream_k {
+            assert!(v.defines.contains("PERSIST="), "line {}", v.line);
+            assert!(!v.defines.contains("SPLITK="), "line {}", v.line);
         }
         let producers: Vec<_> = gemm_wg()
             .filter(|v| v.defines.contains("PRODUCER=1"))
@@ -962,6 +992,32 @@ mod tests {
             ("gemm_q4k@BM=256,STAGES=2", 300, 14336),
         ] {
             assert_eq!(head(kernel, t, n, false), None, "{kernel} at {t} x {n}");
+        }
+    }
+
+    /// The stream-K tile replaces gemm_wg's tiles of every product of 256 tokens or more,
+    /// plain or gated, and nothing else.
+    #[test]
+    fn stream_k_takes_gemm_wg_products_of_a_tile_or_more() {
+        let sk = |base: &str| Some(format!("{base}@{STREAM_K_TILE}"));
+        for (t, n, k) in [(512, 4096, 14336), (2048, 14336, 4096), (256, 256, 512)] {
+            let name = quant_gemm(GgmlType::Q4_K, t, n, k, true).unwrap();
+            assert_eq!(stream_k(&name, t), sk("gemm_q4k_wg"), "{name}");
+        }
+        let gated = gated_gemm(GgmlType::Q6_K, false, 2048, 14336, 4096, true).unwrap();
+        assert_eq!(stream_k(&gated, 2048), sk("gemm_q6k_wg_silu"));
+        for (other, t) in [
+            (
+                quant_gemm(GgmlType::Q4_K, 255, 4096, 4096, true).unwrap(),
+                255,
+            ),
+            (
+                quant_gemm(GgmlType::Q4_K, 512, 4096, 14336, false).unwrap(),
+                512,
+            ),
+            ("gemm_f16@BN=256,WN=64".to_string(), 512),
+        ] {
+            assert_eq!(stream_k(&other, t), None, "{other}");
         }
     }
 

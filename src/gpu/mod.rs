@@ -254,6 +254,9 @@ pub struct Gpu {
     rope_tables: RefCell<HashMap<Vec<u64>, Rc<RopeRows>>>,
     /// A row of ones for weightless norms, grown as needed.
     ones: RefCell<Option<Rc<DeviceBuffer<f32>>>>,
+    /// The buffer gemm_wg's kernels take last (`ws`): zeros, through which stream-K blocks
+    /// hand partial sums over (and leave it zeroed), grown to their size at their first launch.
+    gemm_workspace: RefCell<Option<DeviceBuffer<u32>>>,
     /// The model's hidden width: norms of whole hidden rows feed products.
     n_embd: usize,
     /// Tokens of the forward pass running (set by the embedding), for the gated products, which
@@ -276,6 +279,9 @@ pub struct Gpu {
     /// The device's SMs, which decide where gemm_wg's last wave is short
     /// ([`dispatch::wave_tail`]).
     sms: usize,
+    /// Whether gemm_wg's two-warpgroup products take the stream-K tile ([`dispatch::stream_k`]):
+    /// with `ZINC_STREAMK=1`.
+    stream_k: bool,
 }
 
 /// Greedy decode steps recorded as CUDA graphs and replayed: the step's token and position live
@@ -317,6 +323,13 @@ pub fn s8_decode_enabled() -> bool {
 /// each product input takes a quantize_s8 launch (about 3 per layer).
 fn s8_fused_enabled() -> bool {
     std::env::var("ZINC_S8_FUSED").as_deref() != Ok("0")
+}
+
+/// Whether gemm_wg's two-warpgroup products take the stream-K tile: with `ZINC_STREAMK=1`. Off
+/// by default until the H200 has timed it against the tiles, splits and short last waves it
+/// replaces.
+fn stream_k_enabled() -> bool {
+    std::env::var("ZINC_STREAMK").as_deref() == Ok("1")
 }
 
 /// Whether prefill-size Q4_K, Q5_K, Q6_K and Q8_0 products may take the gemm_*_wg kernels
@@ -670,6 +683,7 @@ impl Gpu {
             gemm_plans: RefCell::default(),
             rope_tables: RefCell::default(),
             ones: RefCell::default(),
+            gemm_workspace: RefCell::default(),
             n_embd: config.n_embd,
             batch: Cell::new(0),
             no_offset,
@@ -678,6 +692,7 @@ impl Gpu {
             s8_fused: s8_fused_enabled(),
             wgmma: false,
             sms: device.props().sm_count as usize,
+            stream_k: stream_k_enabled(),
         };
         gpu.wgmma = runs_wgmma(&gpu.registry);
         if graphs_enabled() {
@@ -770,15 +785,21 @@ impl Gpu {
         Ok(kernel)
     }
 
-    /// The dispatch's kernel for a `t` x `n` x `k` product of `kind`.
+    /// The dispatch's kernel for a `t` x `n` x `k` product of `kind`; with
+    /// [`Gpu::stream_k`], its stream-K variant where it has one.
     fn default_kernel(&self, kind: Product, t: usize, n: usize, k: usize) -> Option<String> {
-        match kind {
+        let name = match kind {
             Product::Matvec(ty) => Some(dispatch::matvec(ty, t, n, k)),
             Product::MatvecS8(ty) => dispatch::matvec_s8(ty, t, n, k),
             Product::QuantGemm(ty) => dispatch::quant_gemm(ty, t, n, k, self.wgmma),
             Product::GatedGemm(ty, gelu) => dispatch::gated_gemm(ty, gelu, t, n, k, self.wgmma),
             Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
-        }
+        }?;
+        let stream_k = (self.stream_k)
+            .then(|| dispatch::stream_k(&name, t))
+            .flatten()
+            .filter(|sk| self.registry.names().any(|n| n == sk));
+        Some(stream_k.unwrap_or(name))
     }
 
     /// Runs `plan`, a fused GEMM's launches for an `n` x `k` matrix, on `args` (its input,
@@ -804,17 +825,31 @@ impl Gpu {
                 u32_arg(range.token0)?,
                 u32_arg(tiles)?,
             ]);
+            let stream_k = launch.kernel.signature().specialization_int("STREAMK") == Some(1);
             let grid = match (persistent_splits(&launch.kernel), range.tiles) {
                 // Persistent blocks, one an SM (the kernel's own grid counts an H200's 132);
-                // blocks past the last tile return at once.
+                // blocks past the last tile (stream-K: the last super-block) return at once.
                 (Some(splits), _) => {
-                    let blocks = range.tiles.map_or(self.sms, |tiles| tiles.min(self.sms));
+                    let units = if stream_k { k / 256 } else { 1 };
+                    let blocks =
+                        (range.tiles).map_or(self.sms, |tiles| (tiles * units).min(self.sms));
                     Grid::Dims([to_u32(blocks)?, 1, splits])
                 }
                 (None, Some(tiles)) => Grid::Dims([to_u32(tiles)?, 1, 1]),
                 (None, None) => Grid::Auto,
             };
-            self.queue.launch_on(&launch.kernel, grid, &mut args)?;
+            let words = match stream_k {
+                true => dispatch::stream_k_workspace_words(self.sms),
+                false => 1,
+            };
+            let mut workspace = self.gemm_workspace.borrow_mut();
+            if workspace.as_ref().is_none_or(|ws| ws.len() < words) {
+                *workspace = Some(self.queue.stream.alloc_zeros(words).gpu()?);
+            }
+            let mut launch_args: Vec<Arg<'_>> = args.iter_mut().map(Arg::reborrow).collect();
+            launch_args.extend(workspace.as_mut().map(Arg::from));
+            self.queue
+                .launch_on(&launch.kernel, grid, &mut launch_args)?;
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 //! cache, chunked prefill, the dispatch between matvecs and GEMMs, flash and split attention)
 //! on the emulated device against the CPU reference, as `zinc check-model` compares them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -205,6 +205,42 @@ fn gated_launches_per_layer_on_six_sms(prompt: usize) -> usize {
         "{launches} launches in {layers} layers"
     );
     launches / layers
+}
+
+/// With `ZINC_STREAMK=1`'s tile ([`super::dispatch::stream_k`]) on a device told it has 6 SMs,
+/// the tiny llama's products of a 256-token prompt share their super-blocks out over 6 blocks
+/// and match the CPU. Its down projection (256 x 256 x 512: two tiles of two super-blocks)
+/// hands partial sums over, with two of the six blocks left without work.
+#[test]
+fn stream_k_products_on_the_emulated_device_match_the_cpu() {
+    let gguf = tiny_model("llama3-8b");
+    let device = Arc::new(crate::emulator::device());
+    let weights = weight_bytes(&gguf);
+    let prompt = 256;
+    let mut gpu = Model::with_backend(&gguf, |c| {
+        let mut gpu = Gpu::new(&device, c, prompt + N_DECODE, weights)?;
+        gpu.sms = 6;
+        gpu.s8_decode = false;
+        gpu.stream_k = true;
+        Ok(gpu)
+    })
+    .unwrap();
+    let mut cpu = Model::from_gguf(&gguf).unwrap();
+    let n_vocab = cpu.config().n_vocab as u32;
+    let ids: Vec<u32> = (0..prompt as u32)
+        .map(|i| (i * 97 + 13) % n_vocab)
+        .collect();
+    let rows = compare(&mut cpu, &mut gpu, &ids, prompt, N_DECODE).unwrap();
+    verdict(&rows, DEFAULT_TOLERANCE).unwrap();
+    let plans = gpu.backend().gemm_plans.borrow();
+    let stream_k = plans
+        .values()
+        .flat_map(|plan| &plan.launches)
+        .filter(|l| l.kernel.signature().specialization_int("STREAMK") == Some(1))
+        .map(|l| l.kernel.signature().name.clone())
+        .collect::<BTreeSet<_>>();
+    assert!(stream_k.contains("gemm_q4k_wg_silu"), "{stream_k:?}");
+    assert!(stream_k.len() >= 2, "{stream_k:?}");
 }
 
 /// Fails unless a kernel (or variant) of each name in `kernels` is in `launched`.
