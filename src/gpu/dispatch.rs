@@ -365,13 +365,19 @@ fn wgmma_kernel(ty: GgmlType) -> Option<&'static str> {
 pub const STREAM_K_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132,STREAMK=1";
 
 /// `kernel` (a gemm_wg kernel and variant, as [`quant_gemm`] and [`gated_gemm`] name it) on
-/// the stream-K tile for a product of `t` tokens, at least a tile of 256: whatever tile, K split
-/// or short last wave the dispatch chose becomes work shared out evenly over the SMs, and a
-/// split's zeroed output unneeded. The engine's choice with `ZINC_STREAMK=1` (session 21, not
-/// yet timed against the dispatch's choices).
-pub fn stream_k(kernel: &str, t: usize) -> Option<String> {
+/// the stream-K tile for a `t` x `n` product (`gated`: of a gated pair's 2n rows) on `sms` SMs:
+/// whatever tile, K split or short last wave the dispatch chose becomes work shared out evenly
+/// over the SMs, and a split's zeroed output unneeded. Only where `t` fills a 256-token tile and
+/// the tiles are at least a third of the SMs, so that a tile's last block reads back at most
+/// about two other blocks' parts (128 KiB each, through the L2): the short products of
+/// prefill (k and v projections at T = 512: 16 tiles) keep their small split tiles. The
+/// engine's choice with `ZINC_STREAMK=1` (session 21, not yet timed against the dispatch's).
+pub fn stream_k(kernel: &str, t: usize, n: usize, gated: bool, sms: usize) -> Option<String> {
     let base = kernel.split('@').next()?;
-    (base.contains("_wg") && t >= 256).then(|| format!("{base}@{STREAM_K_TILE}"))
+    let columns = if gated { 64 } else { 128 };
+    let tiles = t.div_ceil(256) * n.div_ceil(columns);
+    (base.contains("_wg") && t >= 256 && 3 * tiles >= sms)
+        .then(|| format!("{base}@{STREAM_K_TILE}"))
 }
 
 /// Words of gemm_wg's `ws` for a stream-K launch (STREAMK=1) of `blocks` blocks: each block's
@@ -995,29 +1001,42 @@ mod tests {
         }
     }
 
-    /// The stream-K tile replaces gemm_wg's tiles of every product of 256 tokens or more,
-    /// plain or gated, and nothing else.
+    /// The stream-K tile replaces gemm_wg's tiles of products of 256 tokens or more whose
+    /// tiles are at least a third of the SMs, plain or gated, and nothing else.
     #[test]
-    fn stream_k_takes_gemm_wg_products_of_a_tile_or_more() {
+    fn stream_k_takes_gemm_wg_products_with_tiles_for_a_third_of_the_sms() {
         let sk = |base: &str| Some(format!("{base}@{STREAM_K_TILE}"));
-        for (t, n, k) in [(512, 4096, 14336), (2048, 14336, 4096), (256, 256, 512)] {
+        // 64 tiles of 128 rows at T = 512 and N = 4096, 112 at N = 14336.
+        for (t, n, k) in [(512, 4096, 14336), (2048, 14336, 4096), (512, 14336, 4096)] {
             let name = quant_gemm(GgmlType::Q4_K, t, n, k, true).unwrap();
-            assert_eq!(stream_k(&name, t), sk("gemm_q4k_wg"), "{name}");
+            assert_eq!(
+                stream_k(&name, t, n, false, 132),
+                sk("gemm_q4k_wg"),
+                "{name}"
+            );
         }
-        let gated = gated_gemm(GgmlType::Q6_K, false, 2048, 14336, 4096, true).unwrap();
-        assert_eq!(stream_k(&gated, 2048), sk("gemm_q6k_wg_silu"));
+        // A gated unit's 14336 outputs: 224 tiles of 64 at T = 512.
+        let gated = gated_gemm(GgmlType::Q6_K, false, 512, 14336, 4096, true).unwrap();
+        assert_eq!(
+            stream_k(&gated, 512, 14336, true, 132),
+            sk("gemm_q6k_wg_silu")
+        );
+        // The key and value products: 16 tiles at T = 512 (a third of 132 is 44), 40 at
+        // T = 1280, 44 at T = 1408; the tiny model's 2 tiles on 6 SMs.
+        let q4k = |t, n| quant_gemm(GgmlType::Q4_K, t, n, 4096, true).unwrap();
+        assert_eq!(stream_k(&q4k(512, 1024), 512, 1024, false, 132), None);
+        assert_eq!(stream_k(&q4k(1280, 1024), 1280, 1024, false, 132), None);
+        assert!(stream_k(&q4k(1408, 1024), 1408, 1024, false, 132).is_some());
+        assert!(stream_k(&q4k(256, 256), 256, 256, false, 6).is_some());
         for (other, t) in [
-            (
-                quant_gemm(GgmlType::Q4_K, 255, 4096, 4096, true).unwrap(),
-                255,
-            ),
+            (q4k(255, 4096), 255),
             (
                 quant_gemm(GgmlType::Q4_K, 512, 4096, 14336, false).unwrap(),
                 512,
             ),
             ("gemm_f16@BN=256,WN=64".to_string(), 512),
         ] {
-            assert_eq!(stream_k(&other, t), None, "{other}");
+            assert_eq!(stream_k(&other, t, 4096, false, 132), None, "{other}");
         }
     }
 

@@ -796,7 +796,10 @@ impl Gpu {
             Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
         }?;
         let stream_k = (self.stream_k)
-            .then(|| dispatch::stream_k(&name, t))
+            .then(|| {
+                let gated = matches!(kind, Product::GatedGemm(..));
+                dispatch::stream_k(&name, t, n, gated, self.sms)
+            })
             .flatten()
             .filter(|sk| self.registry.names().any(|n| n == sk));
         Some(stream_k.unwrap_or(name))
