@@ -279,7 +279,7 @@ pub struct Gpu {
     /// The device's SMs, which decide where gemm_wg's last wave is short
     /// ([`dispatch::wave_tail`]).
     sms: usize,
-    /// Whether gemm_wg's two-warpgroup products take the stream-K tile ([`dispatch::stream_k`]):
+    /// Whether gemm_wg's products take the stream-K tile where [`dispatch::stream_k`] says:
     /// with `ZINC_STREAMK=1`.
     stream_k: bool,
 }
@@ -325,9 +325,9 @@ fn s8_fused_enabled() -> bool {
     std::env::var("ZINC_S8_FUSED").as_deref() != Ok("0")
 }
 
-/// Whether gemm_wg's two-warpgroup products take the stream-K tile: with `ZINC_STREAMK=1`. Off
-/// by default until the H200 has timed it against the tiles, splits and short last waves it
-/// replaces.
+/// Whether gemm_wg's products take the stream-K tile ([`dispatch::stream_k`]): with
+/// `ZINC_STREAMK=1`. Off by default until the H200 has timed it against the tiles, K splits
+/// and short last waves it replaces.
 fn stream_k_enabled() -> bool {
     std::env::var("ZINC_STREAMK").as_deref() == Ok("1")
 }
