@@ -365,18 +365,34 @@ fn wgmma_kernel(ty: GgmlType) -> Option<&'static str> {
 pub const STREAM_K_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132,STREAMK=1";
 
 /// `kernel` (a gemm_wg kernel and variant, as [`quant_gemm`] and [`gated_gemm`] name it) on
-/// the stream-K tile for a `t` x `n` product (`gated`: of a gated pair's 2n rows) on `sms` SMs:
-/// whatever tile, K split or short last wave the dispatch chose becomes work shared out evenly
-/// over the SMs, and a split's zeroed output unneeded. Only where `t` fills a 256-token tile and
-/// the tiles are at least a third of the SMs, so that a tile's last block reads back at most
-/// about two other blocks' parts (128 KiB each, through the L2): the short products of
-/// prefill (k and v projections at T = 512: 16 tiles) keep their small split tiles. The
-/// engine's choice with `ZINC_STREAMK=1` (session 21, not yet timed against the dispatch's).
-pub fn stream_k(kernel: &str, t: usize, n: usize, gated: bool, sms: usize) -> Option<String> {
+/// the stream-K tile for a `t` x `n` x `k` product (`gated`: of a gated pair's 2n rows) on a
+/// device of `sms` SMs and `l2_bytes` of L2: whatever tile, K split or short last wave the
+/// dispatch chose becomes work shared out evenly over the SMs, and a split's zeroed output
+/// unneeded. Only where
+/// - `t` fills a 256-token tile;
+/// - the tiles are at least a third of the SMs, so that a tile's last block reads back at most
+///   about two other blocks' parts (128 KiB each, through the L2): the short products of
+///   prefill (k and v projections at T = 512: 16 tiles) keep their small split tiles;
+/// - the f16 input fits a third of the L2. Blocks of whole tiles go through K together, so the
+///   tiles of a wave share each slice of X as it comes; stream-K's blocks are all at different
+///   K, and every block reads its tiles' whole X rows. Read from DRAM each time, those would
+///   outweigh the tensor cores (a tile's 256 rows of X are 512 bytes per K against its 65,536
+///   flops per K: 5.1 TB/s at the 650 TFLOP/s the H200 reaches, past its 4.8): at T = 2048
+///   the down projection's X of 56 MiB keeps the persistent tile.
+///
+/// The engine's choice with `ZINC_STREAMK=1` (session 21, not yet timed against the dispatch's).
+pub fn stream_k(
+    kernel: &str,
+    [t, n, k]: [usize; 3],
+    gated: bool,
+    sms: usize,
+    l2_bytes: usize,
+) -> Option<String> {
     let base = kernel.split('@').next()?;
     let columns = if gated { 64 } else { 128 };
     let tiles = t.div_ceil(256) * n.div_ceil(columns);
-    (base.contains("_wg") && t >= 256 && 3 * tiles >= sms)
+    let fits = 3 * (2 * t * k) <= l2_bytes;
+    (base.contains("_wg") && t >= 256 && 3 * tiles >= sms && fits)
         .then(|| format!("{base}@{STREAM_K_TILE}"))
 }
 
@@ -1002,41 +1018,49 @@ mod tests {
     }
 
     /// The stream-K tile replaces gemm_wg's tiles of products of 256 tokens or more whose
-    /// tiles are at least a third of the SMs, plain or gated, and nothing else.
+    /// tiles are at least a third of the SMs and whose input fits a third of the L2, plain or
+    /// gated, and nothing else.
     #[test]
-    fn stream_k_takes_gemm_wg_products_with_tiles_for_a_third_of_the_sms() {
+    fn stream_k_takes_gemm_wg_products_with_enough_tiles_and_an_input_the_l2_holds() {
+        const L2: usize = 50 << 20;
         let sk = |base: &str| Some(format!("{base}@{STREAM_K_TILE}"));
-        // 64 tiles of 128 rows at T = 512 and N = 4096, 112 at N = 14336.
-        for (t, n, k) in [(512, 4096, 14336), (2048, 14336, 4096), (512, 14336, 4096)] {
-            let name = quant_gemm(GgmlType::Q4_K, t, n, k, true).unwrap();
+        let q4k = |[t, n, k]: [usize; 3]| quant_gemm(GgmlType::Q4_K, t, n, k, true).unwrap();
+        // 64 tiles of 128 rows at T = 512 and N = 4096, 112 at N = 14336; X of 14 MiB at
+        // 512 x 14336, 16 MiB at 2048 x 4096.
+        for shape in [[512, 4096, 14336], [2048, 14336, 4096], [512, 14336, 4096]] {
+            let name = q4k(shape);
             assert_eq!(
-                stream_k(&name, t, n, false, 132),
+                stream_k(&name, shape, false, 132, L2),
                 sk("gemm_q4k_wg"),
                 "{name}"
             );
         }
         // A gated unit's 14336 outputs: 224 tiles of 64 at T = 512.
         let gated = gated_gemm(GgmlType::Q6_K, false, 512, 14336, 4096, true).unwrap();
+        let shape = [512, 14336, 4096];
         assert_eq!(
-            stream_k(&gated, 512, 14336, true, 132),
+            stream_k(&gated, shape, true, 132, L2),
             sk("gemm_q6k_wg_silu")
         );
         // The key and value products: 16 tiles at T = 512 (a third of 132 is 44), 40 at
         // T = 1280, 44 at T = 1408; the tiny model's 2 tiles on 6 SMs.
-        let q4k = |t, n| quant_gemm(GgmlType::Q4_K, t, n, 4096, true).unwrap();
-        assert_eq!(stream_k(&q4k(512, 1024), 512, 1024, false, 132), None);
-        assert_eq!(stream_k(&q4k(1280, 1024), 1280, 1024, false, 132), None);
-        assert!(stream_k(&q4k(1408, 1024), 1408, 1024, false, 132).is_some());
-        assert!(stream_k(&q4k(256, 256), 256, 256, false, 6).is_some());
-        for (other, t) in [
-            (q4k(255, 4096), 255),
+        let none = |shape, sms| stream_k(&q4k(shape), shape, false, sms, L2).is_none();
+        assert!(none([512, 1024, 4096], 132));
+        assert!(none([1280, 1024, 4096], 132));
+        assert!(!none([1408, 1024, 4096], 132));
+        assert!(!none([256, 256, 512], 6));
+        // X of 56 MiB at 2048 x 14336 (the down projection), 17.0 MiB at 2176 x 4096.
+        assert!(none([2048, 4096, 14336], 132));
+        assert!(none([2176, 4096, 4096], 132));
+        for (other, shape) in [
+            (q4k([255, 4096, 4096]), [255, 4096, 4096]),
             (
-                quant_gemm(GgmlType::Q4_K, 512, 4096, 14336, false).unwrap(),
-                512,
+                quant_gemm(GgmlType::Q4_K, 512, 4096, 4096, false).unwrap(),
+                [512, 4096, 4096],
             ),
-            ("gemm_f16@BN=256,WN=64".to_string(), 512),
+            ("gemm_f16@BN=256,WN=64".to_string(), [512, 4096, 4096]),
         ] {
-            assert_eq!(stream_k(&other, t, 4096, false, 132), None, "{other}");
+            assert_eq!(stream_k(&other, shape, false, 132, L2), None, "{other}");
         }
     }
 

@@ -282,6 +282,8 @@ pub struct Gpu {
     /// Whether gemm_wg's products take the stream-K tile where [`dispatch::stream_k`] says:
     /// with `ZINC_STREAMK=1`.
     stream_k: bool,
+    /// The device's L2, which decides where stream-K's blocks would read X from DRAM.
+    l2_bytes: usize,
 }
 
 /// Greedy decode steps recorded as CUDA graphs and replayed: the step's token and position live
@@ -693,6 +695,7 @@ impl Gpu {
             wgmma: false,
             sms: device.props().sm_count as usize,
             stream_k: stream_k_enabled(),
+            l2_bytes: usize::try_from(device.props().l2_bytes).unwrap_or(usize::MAX),
         };
         gpu.wgmma = runs_wgmma(&gpu.registry);
         if graphs_enabled() {
@@ -798,7 +801,7 @@ impl Gpu {
         let stream_k = (self.stream_k)
             .then(|| {
                 let gated = matches!(kind, Product::GatedGemm(..));
-                dispatch::stream_k(&name, t, n, gated, self.sms)
+                dispatch::stream_k(&name, [t, n, k], gated, self.sms, self.l2_bytes)
             })
             .flatten()
             .filter(|sk| self.registry.names().any(|n| n == sk));
