@@ -370,9 +370,9 @@ pub const STREAM_K_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132,STREAMK=1";
 /// dispatch chose becomes work shared out evenly over the SMs, and a split's zeroed output
 /// unneeded. Only where
 /// - `t` fills a 256-token tile;
-/// - the tiles are at least a third of the SMs, so that a tile's last block reads back at most
-///   about two other blocks' parts (128 KiB each, through the L2): the short products of
-///   prefill (k and v projections at T = 512: 16 tiles) keep their small split tiles;
+/// - the tiles are at least a third of the SMs, so that the block finishing a tile reads back
+///   at most about two other blocks' parts (128 KiB each, through the L2): the short products
+///   of prefill (k and v projections at T = 512: 16 tiles) keep their small split tiles;
 /// - the f16 input fits a third of the L2. Blocks of whole tiles go through K together, so the
 ///   tiles of a wave share each slice of X as it comes; stream-K's blocks are all at different
 ///   K, and every block reads its tiles' whole X rows. Read from DRAM each time, those would
