@@ -607,17 +607,14 @@ mod tests {
                     ),
                 ]
             };
-            let spec = spec_for(kernel).unwrap();
-            let shape = Shape(vec![t, n, k]);
-            let inputs = harness::random_inputs(spec, &shape);
-            let x: Vec<f16> = inputs[0].iter().map(|&v| f16::from_f32(v)).collect();
-            let len = spec.output_lens(&shape)[0];
+            let case = WgCase::new(kernel, [t, n, k]);
+            let len = case.spec.output_lens(&case.shape)[0];
             let splits_k = runs.iter().any(|run| run.0.contains("SPLITK"));
             let u = |x: usize| Arg::Scalar(Value::U32(x as u32));
             let mut args = vec![
-                Arg::ReadOnly(Buffer::from_f16(&x)),
-                Arg::ReadOnly(Buffer::from_slice(&harness::weight_words(spec, &inputs[1]))),
-                product_output(spec, len, splits_k),
+                Arg::ReadOnly(Buffer::from_f16(&case.x)),
+                Arg::ReadOnly(Buffer::from_slice(&case.w)),
+                product_output(case.spec, len, splits_k),
             ];
             for (variant, run_t, token0, tile0, tiles) in &runs {
                 let c = compile(&dir.join(file), variant);
@@ -643,12 +640,7 @@ mod tests {
                     .run(kernel, grid, block, &mut args)
                     .unwrap_or_else(|e| panic!("{kernel}@{variant}: {e}"));
             }
-            let want = spec.reference(&shape, &inputs);
-            let errors = Errors::new(&output_values(spec, &args[2]), &want, &[]);
-            assert!(
-                errors.passes(spec.output_tolerance(0, &shape)),
-                "{kernel} at {shape}: {errors:?}"
-            );
+            case.check(&args[2], kernel);
         }
     }
 

@@ -1288,11 +1288,7 @@ impl Spec {
         if !self.first_tile {
             return None;
         }
-        let (_, variant) = name.split_once('@').unwrap_or((name, ""));
-        let value = |key: &str| {
-            let key = format!("{key}=");
-            (variant.split(',')).find_map(|p| p.strip_prefix(key.as_str())?.parse::<usize>().ok())
-        };
+        let value = |key| variant_param(name, key);
         Some(match (value("STREAMK"), value("PERSIST")) {
             (Some(1), Some(blocks)) => crate::gpu::dispatch::stream_k_workspace_words(blocks),
             _ => 1,

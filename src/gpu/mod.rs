@@ -413,13 +413,9 @@ impl GemmLaunch {
 
 /// gemm_wg's persistent blocks (`PERSIST`): the K splits of `kernel`'s grid, if it has them.
 fn persistent_splits(kernel: &Kernel) -> Option<u32> {
-    let constant = |name: &str| {
-        let spec = &kernel.signature().specialization;
-        spec.iter()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, v)| v.parse::<u32>().ok())
-    };
-    (constant("PERSIST")? > 0).then(|| constant("SPLITK").unwrap_or(1))
+    let constant = |name| kernel.signature().specialization_int(name);
+    let splits = constant("SPLITK").and_then(|s| u32::try_from(s).ok());
+    (constant("PERSIST")? > 0).then(|| splits.unwrap_or(1))
 }
 
 /// Whether `kernel` takes a range of its product's tiles (gemm_wg's `tile0` and `token0`).

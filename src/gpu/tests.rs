@@ -143,6 +143,17 @@ fn compare_on_emulated_device(
     prompt: usize,
     ubatch: usize,
 ) -> BTreeMap<String, (usize, f64)> {
+    checked_on_emulated_device(gguf, tolerance, configure, prompt, ubatch).1
+}
+
+/// [`compare_on_emulated_device`], returning the GPU side's model too.
+fn checked_on_emulated_device(
+    gguf: &Gguf,
+    tolerance: f32,
+    configure: fn(&mut Gpu),
+    prompt: usize,
+    ubatch: usize,
+) -> (Model<Gpu>, BTreeMap<String, (usize, f64)>) {
     let device = Arc::new(crate::emulator::device());
     let weights = weight_bytes(gguf);
     let mut gpu = Model::with_backend(gguf, |c| {
@@ -160,7 +171,7 @@ fn compare_on_emulated_device(
     let rows = compare(&mut cpu, &mut gpu, &ids, ubatch, N_DECODE).unwrap();
     let launched = gpu.backend().finish_profile().unwrap().by_kernel;
     verdict(&rows, tolerance).unwrap();
-    launched
+    (gpu, launched)
 }
 
 /// Its gate and up matrices are gated pairs (sm_90a's registry): the prompt's chunks take the
@@ -213,25 +224,13 @@ fn gated_launches_per_layer_on_six_sms(prompt: usize) -> usize {
 /// hands partial sums over, with two of the six blocks left without work.
 #[test]
 fn stream_k_products_on_the_emulated_device_match_the_cpu() {
-    let gguf = tiny_model("llama3-8b");
-    let device = Arc::new(crate::emulator::device());
-    let weights = weight_bytes(&gguf);
-    let prompt = 256;
-    let mut gpu = Model::with_backend(&gguf, |c| {
-        let mut gpu = Gpu::new(&device, c, prompt + N_DECODE, weights)?;
+    let six_sms_stream_k = |gpu: &mut Gpu| {
         gpu.sms = 6;
         gpu.s8_decode = false;
         gpu.stream_k = true;
-        Ok(gpu)
-    })
-    .unwrap();
-    let mut cpu = Model::from_gguf(&gguf).unwrap();
-    let n_vocab = cpu.config().n_vocab as u32;
-    let ids: Vec<u32> = (0..prompt as u32)
-        .map(|i| (i * 97 + 13) % n_vocab)
-        .collect();
-    let rows = compare(&mut cpu, &mut gpu, &ids, prompt, N_DECODE).unwrap();
-    verdict(&rows, DEFAULT_TOLERANCE).unwrap();
+    };
+    let gguf = tiny_model("llama3-8b");
+    let (gpu, _) = checked_on_emulated_device(&gguf, DEFAULT_TOLERANCE, six_sms_stream_k, 256, 256);
     let plans = gpu.backend().gemm_plans.borrow();
     let stream_k = plans
         .values()
