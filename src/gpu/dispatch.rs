@@ -377,8 +377,9 @@ pub const STREAM_K_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132,STREAMK=1";
 ///   tiles of a wave share each slice of X as it comes; stream-K's blocks are all at different
 ///   K, and every block reads its tiles' whole X rows. Read from DRAM each time, those would
 ///   outweigh the tensor cores (a tile's 256 rows of X are 512 bytes per K against its 65,536
-///   flops per K: 5.1 TB/s at the 650 TFLOP/s the H200 reaches, past its 4.8): at T = 2048
-///   the down projection's X of 56 MiB keeps the persistent tile.
+///   flops per K: 5.1 TB/s at the 650 TFLOP/s cuBLAS reaches on the H200, past the ~4 TB/s
+///   of its device copy): at T = 2048 the down projection's X of 56 MiB keeps the persistent
+///   tile.
 ///
 /// The engine's choice with `ZINC_STREAMK=1` (session 21, not yet timed against the dispatch's).
 pub fn stream_k(
