@@ -741,17 +741,23 @@ mod tests {
     }
 
     /// gemm_wg's stream-K blocks (STREAMK) share the tiles' super-blocks out and hand partial
-    /// sums over: 300 x 136 tokens by rows (four ragged tiles) with K of four super-blocks,
-    /// sixteen units.
+    /// sums over. STREAMK=1, 300 x 136 tokens by rows (four ragged tiles) with K of four
+    /// super-blocks, sixteen units:
     /// - 3 blocks (the kernel's grid): tiles split in two, a block waiting for the next;
     /// - 7: a tile in three (a block's whole share inside it);
     /// - 16: every tile in four, a unit a block;
     /// - 20 (a host's grid, more blocks than units): four blocks without units, which no block
     ///   may wait for.
     ///
+    /// STREAMK=2 (whole tiles first), 600 x 264 with K of two super-blocks, nine ragged tiles:
+    /// - 2 blocks: six whole tiles, then three tiles' six units, the middle one split;
+    /// - 3: six whole, then a whole tile a block;
+    /// - 4: four whole, then five tiles' ten units, two of them split between blocks that
+    ///   reach their shares after whole tiles.
+    ///
     /// Each run must leave the flags at zero, so the second run (the same `ws`, the output
     /// poisoned again) must be right too. A gated unit and Q6_K (d words from a trip's first
-    /// super-block) take 3 and 7 blocks.
+    /// super-block) take some of the same grids.
     #[test]
     fn stream_k_gemm_wg_blocks_share_the_super_blocks_out() {
         use crate::gpu::dispatch::stream_k_workspace_words;
@@ -759,23 +765,42 @@ mod tests {
             (
                 "gemm_wg.tile",
                 "gemm_q4k_wg",
+                1,
                 [300, 136, 1024],
                 &[3, 7, 16, 20][..],
             ),
-            ("gemm_wg.tile", "gemm_q6k_wg", [300, 136, 1024], &[3, 7]),
+            ("gemm_wg.tile", "gemm_q6k_wg", 1, [300, 136, 1024], &[3, 7]),
             (
                 "gemm_wg_glu.tile",
                 "gemm_q4k_wg_silu",
+                1,
                 [300, 72, 1024],
                 &[3, 7],
             ),
+            (
+                "gemm_wg.tile",
+                "gemm_q4k_wg",
+                2,
+                [600, 264, 512],
+                &[2, 3, 4],
+            ),
+            ("gemm_wg.tile", "gemm_q6k_wg", 2, [600, 264, 512], &[4]),
+            (
+                "gemm_wg_glu.tile",
+                "gemm_q4k_wg_silu",
+                2,
+                [600, 136, 512],
+                &[4],
+            ),
         ];
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
-        for (file, kernel, shape, grids) in cases {
+        for (file, kernel, streamk, shape, grids) in cases {
             let case = WgCase::new(kernel, shape);
+            let columns = if kernel.ends_with("_silu") { 64 } else { 128 };
+            let units = shape[0].div_ceil(256) * shape[1].div_ceil(columns) * (shape[2] / 256);
             for &blocks in grids {
-                let own = blocks.min(16);
-                let variant = format!("BT=256,PRODUCER=1,PERSIST={own},STREAMK=1");
+                let own = blocks.min(units);
+                let variant = format!("BT=256,PRODUCER=1,PERSIST={own},STREAMK={streamk}");
                 let name = format!("{kernel}@{variant}");
                 let c = compile(&dir.join(file), &variant);
                 let words = case.spec.workspace_words(&name).unwrap();

@@ -1290,7 +1290,7 @@ impl Spec {
         }
         let value = |key| variant_param(name, key);
         Some(match (value("STREAMK"), value("PERSIST")) {
-            (Some(1), Some(blocks)) => crate::gpu::dispatch::stream_k_workspace_words(blocks),
+            (Some(1 | 2), Some(blocks)) => crate::gpu::dispatch::stream_k_workspace_words(blocks),
             _ => 1,
         })
     }

@@ -360,9 +360,36 @@ fn wgmma_kernel(ty: GgmlType) -> Option<&'static str> {
     }
 }
 
-/// gemm_wg's stream-K tile (kernels/gemm_wg.tile, STREAMK): the persistent two-warpgroup tile
-/// on 256 tokens, the product's super-blocks shared out evenly over the blocks.
-pub const STREAM_K_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132,STREAMK=1";
+/// How gemm_wg's stream-K tiles (kernels/gemm_wg.tile, STREAMK) share a product out: the
+/// persistent two-warpgroup tile on 256 tokens, with the product's super-blocks shared out
+/// evenly over the blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamK {
+    /// All of them (STREAMK=1).
+    All,
+    /// Whole tiles in waves, but the last one to two waves' worth (STREAMK=2).
+    LastWaves,
+}
+
+impl StreamK {
+    /// The variant of a gemm_wg kernel that shares its products out this way.
+    pub fn tile(self) -> &'static str {
+        match self {
+            StreamK::All => "BT=256,PRODUCER=1,PERSIST=132,STREAMK=1",
+            StreamK::LastWaves => "BT=256,PRODUCER=1,PERSIST=132,STREAMK=2",
+        }
+    }
+
+    /// `ZINC_STREAMK`'s value: 1 shares all of a product out, 2 its last waves; anything else
+    /// (unset) none.
+    pub fn from_env_value(value: &str) -> Option<StreamK> {
+        match value {
+            "1" => Some(StreamK::All),
+            "2" => Some(StreamK::LastWaves),
+            _ => None,
+        }
+    }
+}
 
 /// `kernel` (a gemm_wg kernel and variant, as [`quant_gemm`] and [`gated_gemm`] name it) on
 /// the stream-K tile for a `t` x `n` x `k` product (`gated`: of a gated pair's 2n rows) on a
@@ -381,23 +408,28 @@ pub const STREAM_K_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132,STREAMK=1";
 ///   of its device copy): at T = 2048 the down projection's X of 56 MiB keeps the persistent
 ///   tile.
 ///
-/// The engine's choice with `ZINC_STREAMK=1` (session 21, not yet timed against the dispatch's).
+/// Sharing only the last waves out ([`StreamK::LastWaves`]) takes the same products: its
+/// blocks sit at different K for those waves just the same.
+///
+/// The engine's choice with `ZINC_STREAMK=1` or `2` (sessions 21 and 22, not yet timed
+/// against the dispatch's).
 pub fn stream_k(
     kernel: &str,
     [t, n, k]: [usize; 3],
     gated: bool,
     sms: usize,
     l2_bytes: usize,
+    how: StreamK,
 ) -> Option<String> {
     let base = kernel.split('@').next()?;
     let columns = if gated { 64 } else { 128 };
     let tiles = t.div_ceil(256) * n.div_ceil(columns);
     let fits = 3 * (2 * t * k) <= l2_bytes;
     (base.contains("_wg") && t >= 256 && 3 * tiles >= sms && fits)
-        .then(|| format!("{base}@{STREAM_K_TILE}"))
+        .then(|| format!("{base}@{}", how.tile()))
 }
 
-/// Words of gemm_wg's `ws` for a stream-K launch (STREAMK=1) of `blocks` blocks: each block's
+/// Words of gemm_wg's `ws` for a stream-K launch (STREAMK=1 or 2) of `blocks` blocks: each block's
 /// flags (one per consumer warp, eight at most) and then its partial sums (those of the largest
 /// tile: 128 a thread of two warpgroups' 256).
 pub fn stream_k_workspace_words(blocks: usize) -> usize {
@@ -907,7 +939,7 @@ mod tests {
             assert!(v.defines.contains("PRODUCER=1"), "line {}", v.line);
         }
         let stream_k: Vec<_> = gemm_wg()
-            .filter(|v| v.defines.contains("STREAMK=1"))
+            .filter(|v| v.defines.contains("STREAMK="))
             .collect();
         assert!(!stream_k.is_empty());
         for v in stream_k {
@@ -1024,14 +1056,14 @@ mod tests {
     #[test]
     fn stream_k_takes_gemm_wg_products_with_enough_tiles_and_an_input_the_l2_holds() {
         const L2: usize = 50 << 20;
-        let sk = |base: &str| Some(format!("{base}@{STREAM_K_TILE}"));
+        let sk = |base: &str| Some(format!("{base}@{}", StreamK::All.tile()));
         let q4k = |[t, n, k]: [usize; 3]| quant_gemm(GgmlType::Q4_K, t, n, k, true).unwrap();
         // 64 tiles of 128 rows at T = 512 and N = 4096, 112 at N = 14336; X of 14 MiB at
         // 512 x 14336, 16 MiB at 2048 x 4096.
         for shape in [[512, 4096, 14336], [2048, 14336, 4096], [512, 14336, 4096]] {
             let name = q4k(shape);
             assert_eq!(
-                stream_k(&name, shape, false, 132, L2),
+                stream_k(&name, shape, false, 132, L2, StreamK::All),
                 sk("gemm_q4k_wg"),
                 "{name}"
             );
@@ -1040,12 +1072,18 @@ mod tests {
         let gated = gated_gemm(GgmlType::Q6_K, false, 512, 14336, 4096, true).unwrap();
         let shape = [512, 14336, 4096];
         assert_eq!(
-            stream_k(&gated, shape, true, 132, L2),
+            stream_k(&gated, shape, true, 132, L2, StreamK::All),
             sk("gemm_q6k_wg_silu")
+        );
+        // Sharing the last waves out takes the same products, on its own tile.
+        assert_eq!(
+            stream_k(&gated, shape, true, 132, L2, StreamK::LastWaves),
+            Some(format!("gemm_q6k_wg_silu@{}", StreamK::LastWaves.tile()))
         );
         // The key and value products: 16 tiles at T = 512 (a third of 132 is 44), 40 at
         // T = 1280, 44 at T = 1408; the tiny model's 2 tiles on 6 SMs.
-        let none = |shape, sms| stream_k(&q4k(shape), shape, false, sms, L2).is_none();
+        let none =
+            |shape, sms| stream_k(&q4k(shape), shape, false, sms, L2, StreamK::All).is_none();
         assert!(none([512, 1024, 4096], 132));
         assert!(none([1280, 1024, 4096], 132));
         assert!(!none([1408, 1024, 4096], 132));
@@ -1061,7 +1099,11 @@ mod tests {
             ),
             ("gemm_f16@BN=256,WN=64".to_string(), [512, 4096, 4096]),
         ] {
-            assert_eq!(stream_k(&other, shape, false, 132, L2), None, "{other}");
+            assert_eq!(
+                stream_k(&other, shape, false, 132, L2, StreamK::All),
+                None,
+                "{other}"
+            );
         }
     }
 

@@ -279,9 +279,9 @@ pub struct Gpu {
     /// The device's SMs, which decide where gemm_wg's last wave is short
     /// ([`dispatch::wave_tail`]).
     sms: usize,
-    /// Whether gemm_wg's products take the stream-K tile where [`dispatch::stream_k`] says:
-    /// with `ZINC_STREAMK=1`.
-    stream_k: bool,
+    /// Whether (and how) gemm_wg's products take a stream-K tile where [`dispatch::stream_k`]
+    /// says: with `ZINC_STREAMK=1` or `2`.
+    stream_k: Option<dispatch::StreamK>,
     /// The device's L2, which decides where stream-K's blocks would read X from DRAM.
     l2_bytes: usize,
 }
@@ -327,11 +327,12 @@ fn s8_fused_enabled() -> bool {
     std::env::var("ZINC_S8_FUSED").as_deref() != Ok("0")
 }
 
-/// Whether gemm_wg's products take the stream-K tile ([`dispatch::stream_k`]): with
-/// `ZINC_STREAMK=1`. Off by default until the H200 has timed it against the tiles, K splits
-/// and short last waves it replaces.
-fn stream_k_enabled() -> bool {
-    std::env::var("ZINC_STREAMK").as_deref() == Ok("1")
+/// Whether (and how) gemm_wg's products take a stream-K tile ([`dispatch::stream_k`]):
+/// `ZINC_STREAMK=1` shares all of a product's super-blocks out, `2` its last waves'. Off by
+/// default until the H200 has timed them against the tiles, K splits and short last waves they
+/// replace.
+fn stream_k_enabled() -> Option<dispatch::StreamK> {
+    dispatch::StreamK::from_env_value(&std::env::var("ZINC_STREAMK").ok()?)
 }
 
 /// Whether prefill-size Q4_K, Q5_K, Q6_K and Q8_0 products may take the gemm_*_wg kernels
@@ -795,11 +796,10 @@ impl Gpu {
             Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
         }?;
         let stream_k = (self.stream_k)
-            .then(|| {
+            .and_then(|how| {
                 let gated = matches!(kind, Product::GatedGemm(..));
-                dispatch::stream_k(&name, [t, n, k], gated, self.sms, self.l2_bytes)
+                dispatch::stream_k(&name, [t, n, k], gated, self.sms, self.l2_bytes, how)
             })
-            .flatten()
             .filter(|sk| self.registry.names().any(|n| n == sk));
         Some(stream_k.unwrap_or(name))
     }
@@ -827,7 +827,7 @@ impl Gpu {
                 u32_arg(range.token0)?,
                 u32_arg(tiles)?,
             ]);
-            let stream_k = launch.kernel.signature().specialization_int("STREAMK") == Some(1);
+            let stream_k = launch.kernel.signature().specialization_int("STREAMK") > Some(0);
             let grid = match (persistent_splits(&launch.kernel), range.tiles) {
                 // Persistent blocks, one an SM (the kernel's own grid counts an H200's 132);
                 // blocks past the last tile (stream-K: the last super-block) return at once.

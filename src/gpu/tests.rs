@@ -18,7 +18,7 @@ use zinc_models::quant::GgmlType;
 use zinc_models::sampler::{Sampler, SamplerConfig};
 use zinc_models::synth::{preset, Synth};
 
-use super::dispatch::MATVEC_MAX_T;
+use super::dispatch::{StreamK, MATVEC_MAX_T};
 use super::{weight_bytes, Gpu};
 use crate::cmd_check_model::{compare, verdict, DEFAULT_TOLERANCE, S8_TOLERANCE};
 use crate::harness::random_inputs;
@@ -150,7 +150,7 @@ fn compare_on_emulated_device(
 fn checked_on_emulated_device(
     gguf: &Gguf,
     tolerance: f32,
-    configure: fn(&mut Gpu),
+    configure: impl Fn(&mut Gpu),
     prompt: usize,
     ubatch: usize,
 ) -> (Model<Gpu>, BTreeMap<String, (usize, f64)>) {
@@ -218,28 +218,39 @@ fn gated_launches_per_layer_on_six_sms(prompt: usize) -> usize {
     launches / layers
 }
 
-/// With `ZINC_STREAMK=1`'s tile ([`super::dispatch::stream_k`]) on a device told it has 6 SMs,
-/// the tiny llama's products of a 256-token prompt share their super-blocks out over 6 blocks
-/// and match the CPU. Its down projection (256 x 256 x 512: two tiles of two super-blocks)
-/// hands partial sums over, with two of the six blocks left without work.
+/// With `ZINC_STREAMK`'s tiles ([`super::dispatch::stream_k`]), the tiny llama's products of a
+/// 256-token prompt match the CPU:
+/// - all shared out (`1`) on a device told it has 6 SMs: the down projection (256 x 256 x 512:
+///   two tiles of two super-blocks) hands partial sums over, with two of the six blocks left
+///   without work;
+/// - the last waves shared out (`2`) on 2 SMs: the gated unit's 8 tiles (of one super-block)
+///   run six whole, then one a block.
 #[test]
 fn stream_k_products_on_the_emulated_device_match_the_cpu() {
-    let six_sms_stream_k = |gpu: &mut Gpu| {
-        gpu.sms = 6;
-        gpu.s8_decode = false;
-        gpu.stream_k = true;
-    };
-    let gguf = tiny_model("llama3-8b");
-    let (gpu, _) = checked_on_emulated_device(&gguf, DEFAULT_TOLERANCE, six_sms_stream_k, 256, 256);
-    let plans = gpu.backend().gemm_plans.borrow();
-    let stream_k = plans
-        .values()
-        .flat_map(|plan| &plan.launches)
-        .filter(|l| l.kernel.signature().specialization_int("STREAMK") == Some(1))
-        .map(|l| l.kernel.signature().name.clone())
-        .collect::<BTreeSet<_>>();
-    assert!(stream_k.contains("gemm_q4k_wg_silu"), "{stream_k:?}");
-    assert!(stream_k.len() >= 2, "{stream_k:?}");
+    for (how, sms) in [(StreamK::All, 6), (StreamK::LastWaves, 2)] {
+        let stream_k_on = |gpu: &mut Gpu| {
+            gpu.sms = sms;
+            gpu.s8_decode = false;
+            gpu.stream_k = Some(how);
+        };
+        let gguf = tiny_model("llama3-8b");
+        let (gpu, _) = checked_on_emulated_device(&gguf, DEFAULT_TOLERANCE, stream_k_on, 256, 256);
+        let plans = gpu.backend().gemm_plans.borrow();
+        let stream_k = plans
+            .values()
+            .flat_map(|plan| &plan.launches)
+            .filter(|l| {
+                let value = l.kernel.signature().specialization_int("STREAMK");
+                value == Some(if how == StreamK::All { 1 } else { 2 })
+            })
+            .map(|l| l.kernel.signature().name.clone())
+            .collect::<BTreeSet<_>>();
+        assert!(
+            stream_k.contains("gemm_q4k_wg_silu"),
+            "{how:?}: {stream_k:?}"
+        );
+        assert!(stream_k.len() >= 2, "{how:?}: {stream_k:?}");
+    }
 }
 
 /// Fails unless a kernel (or variant) of each name in `kernels` is in `launched`.
