@@ -652,6 +652,8 @@ pub enum MathFn {
     Log2,
     Sqrt,
     Rsqrt,
+    /// An approximate reciprocal (`rcp.approx.ftz`): a division's cost without its fix-ups.
+    Rcp,
     Tanh,
     Sin,
     Cos,

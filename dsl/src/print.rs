@@ -371,6 +371,7 @@ fn builtin(b: Builtin) -> String {
             MathFn::Log2 => "log2",
             MathFn::Sqrt => "sqrt",
             MathFn::Rsqrt => "rsqrt",
+            MathFn::Rcp => "rcp",
             MathFn::Tanh => "tanh",
             MathFn::Sin => "sin",
             MathFn::Cos => "cos",

@@ -487,6 +487,14 @@ fn flush(ftz: bool, v: Value) -> Value {
     }
 }
 
+/// `x`, or a zero of its sign where it is an f32 subnormal (or smaller).
+fn flush_f32_range(x: f64) -> f64 {
+    match x.abs() < f64::from(f32::MIN_POSITIVE) {
+        true => 0.0f64.copysign(x),
+        false => x,
+    }
+}
+
 fn math(f: MathFn, v: Value) -> Arith {
     let s = v.scalar().ok_or(ArithError::Mismatch)?;
     if s.is_int() {
@@ -504,6 +512,9 @@ fn math(f: MathFn, v: Value) -> Arith {
         MathFn::Log2 => x.log2(),
         MathFn::Sqrt => x.sqrt(),
         MathFn::Rsqrt => 1.0 / x.sqrt(),
+        // rcp.approx.ftz (f16 and bf16 through f32): f32 subnormal inputs and results flush
+        // to zeros of their sign.
+        MathFn::Rcp => flush_f32_range(1.0 / flush_f32_range(x)),
         MathFn::Tanh => x.tanh(),
         MathFn::Sin => x.sin(),
         MathFn::Cos => x.cos(),

@@ -24,6 +24,7 @@ fn math_name(f: MathFn) -> &'static str {
         MathFn::Log2 => "log2",
         MathFn::Sqrt => "sqrt",
         MathFn::Rsqrt => "rsqrt",
+        MathFn::Rcp => "rcp",
         MathFn::Tanh => "tanh",
         MathFn::Sin => "sin",
         MathFn::Cos => "cos",
@@ -329,6 +330,9 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             MathFn::Log2 => lg2(x),
             MathFn::Sqrt => self.intrinsic_value("llvm.sqrt", &[f32_ty], &[x], span),
             MathFn::Rsqrt => self.intrinsic_value("llvm.nvvm.rsqrt.approx.f", &[], &[x], span),
+            // Subnormals flush to zero (ptxas wraps the plain form in a rescaling that costs as
+            // much as the reciprocal: an approximation for speed should not).
+            MathFn::Rcp => self.intrinsic_value("llvm.nvvm.rcp.approx.ftz.f", &[], &[x], span),
             // LLVM 22 has no NVVM tanh intrinsic; `llvm.tanh` lowers only under `afn` and
             // aborts without it, so the instruction is written out (sm_75+, PTX 7.0+).
             MathFn::Tanh => self.pure_asm("tanh.approx.f32 $0, $1;", "=f,f", f32_ty, &[x], span),

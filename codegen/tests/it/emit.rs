@@ -88,6 +88,7 @@ fn math_lowering() {
         "ex2.approx.f32",
         "lg2.approx.f32",
         "rsqrt.approx.f32",
+        "rcp.approx.ftz.f32",
         "sqrt.rn.f32",
         "tanh.approx.f32",
         "sin.approx.f32",

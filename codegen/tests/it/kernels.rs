@@ -227,6 +227,7 @@ pub fn math() -> Module {
         MathFn::Log2,
         MathFn::Sqrt,
         MathFn::Rsqrt,
+        MathFn::Rcp,
         MathFn::Tanh,
         MathFn::Sin,
         MathFn::Cos,

@@ -65,6 +65,7 @@ const TABLE: &[(&str, Name)] = &[
     ("log2", Name::Math(MathFn::Log2)),
     ("sqrt", Name::Math(MathFn::Sqrt)),
     ("rsqrt", Name::Math(MathFn::Rsqrt)),
+    ("rcp", Name::Math(MathFn::Rcp)),
     ("tanh", Name::Math(MathFn::Tanh)),
     ("sin", Name::Math(MathFn::Sin)),
     ("cos", Name::Math(MathFn::Cos)),

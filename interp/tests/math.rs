@@ -1,0 +1,51 @@
+//! The math built-ins' edge cases that the kernels' references do not reach.
+
+use zinc_interp::{Arg, Buffer, Interpreter};
+
+/// `rcp` is `rcp.approx.ftz.f32`: 1 / x, with subnormal inputs and results flushed to zeros of
+/// their sign (so a subnormal's reciprocal is infinite, and that of |x| >= 2^126 is zero).
+#[test]
+fn rcp_flushes_subnormal_inputs_and_results() {
+    let src = "
+kernel reciprocals(x: global [f32], y: global mut [f32]) grid(1) block(32) {
+    y[thread.x] = rcp(x[thread.x]);
+}";
+    let c = zinc_dsl::compile_source("math.tile", src, &[], &|_| None)
+        .unwrap_or_else(|f| panic!("{}", f.render()));
+    let subnormal = f32::MIN_POSITIVE / 4.0;
+    let cases = [
+        (4.0, 0.25),
+        (-3.0, -1.0 / 3.0),
+        (0.0, f32::INFINITY),
+        (-0.0, f32::NEG_INFINITY),
+        (subnormal, f32::INFINITY),
+        (-subnormal, f32::NEG_INFINITY),
+        (f32::MIN_POSITIVE, 1.0 / f32::MIN_POSITIVE),
+        // 1 / 2^127 is a subnormal result.
+        (2f32.powi(127), 0.0),
+        (-(2f32.powi(127)), -0.0),
+        (2f32.powi(125), 2f32.powi(-125)),
+    ];
+    let mut x = vec![1.0f32; 32];
+    for (i, &(v, _)) in cases.iter().enumerate() {
+        x[i] = v;
+    }
+    let mut args = [
+        Arg::ReadOnly(Buffer::from_f32(&x)),
+        Arg::Buffer(Buffer::from_f32(&[f32::NAN; 32])),
+    ];
+    Interpreter::new(&c.module)
+        .sources(&c.sources)
+        .launch("reciprocals", &mut args)
+        .unwrap();
+    let y = args[1].buffer().unwrap().to_f32();
+    for (i, &(v, want)) in cases.iter().enumerate() {
+        assert_eq!(
+            y[i].to_bits(),
+            want.to_bits(),
+            "rcp({v:e}) = {:e}, not {want:e}",
+            y[i]
+        );
+    }
+    assert!(y[cases.len()..].iter().all(|&r| r == 1.0));
+}
