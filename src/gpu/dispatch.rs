@@ -1107,6 +1107,18 @@ mod tests {
         }
     }
 
+    /// `ZINC_STREAMK`: 1 and 2 pick the two ways, anything else none.
+    #[test]
+    fn stream_k_ways_come_from_1_and_2() {
+        assert_eq!(StreamK::from_env_value("1"), Some(StreamK::All));
+        assert_eq!(StreamK::from_env_value("2"), Some(StreamK::LastWaves));
+        for other in ["", "0", "3", "yes", " 1"] {
+            assert_eq!(StreamK::from_env_value(other), None, "{other:?}");
+        }
+        assert!(StreamK::All.tile().ends_with("STREAMK=1"));
+        assert!(StreamK::LastWaves.tile().ends_with("STREAMK=2"));
+    }
+
     #[test]
     fn wgmma_tiles_follow_the_batch_and_the_grid() {
         let tiles = |t, n, k| {

@@ -330,9 +330,14 @@ fn s8_fused_enabled() -> bool {
 /// Whether (and how) gemm_wg's products take a stream-K tile ([`dispatch::stream_k`]):
 /// `ZINC_STREAMK=1` shares all of a product's super-blocks out, `2` its last waves'. Off by
 /// default until the H200 has timed them against the tiles, K splits and short last waves they
-/// replace.
+/// replace. Any other value than those and 0 is reported and ignored.
 fn stream_k_enabled() -> Option<dispatch::StreamK> {
-    dispatch::StreamK::from_env_value(&std::env::var("ZINC_STREAMK").ok()?)
+    let value = std::env::var("ZINC_STREAMK").ok()?;
+    let how = dispatch::StreamK::from_env_value(&value);
+    if how.is_none() && !matches!(value.as_str(), "" | "0") {
+        eprintln!("warning: ZINC_STREAMK={value} is not 1 or 2 (or 0); stream-K stays off");
+    }
+    how
 }
 
 /// Whether prefill-size Q4_K, Q5_K, Q6_K and Q8_0 products may take the gemm_*_wg kernels
