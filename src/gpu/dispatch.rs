@@ -411,8 +411,9 @@ impl StreamK {
 /// Sharing only the last waves out ([`StreamK::LastWaves`]) takes the same products: its
 /// blocks sit at different K for those waves just the same.
 ///
-/// The engine's choice with `ZINC_STREAMK=1` or `2` (sessions 21 and 22, not yet timed
-/// against the dispatch's).
+/// The engine's choice with `ZINC_STREAMK=1` or `2`. On the H200 (session 22) it lost to the
+/// tiles it replaces at the anchors (Q4_K 512 x 14336 x 4096 96.0 -> 99.6 us, 2048 x 14336 x 4096
+/// 376.4 -> 392.9; pp512 -2 to -7%, pp2048 -3 to -4%); [`split_stream_k`] keeps where it won.
 pub fn stream_k(
     kernel: &str,
     [t, n, k]: [usize; 3],
@@ -427,6 +428,27 @@ pub fn stream_k(
     let fits = 3 * (2 * t * k) <= l2_bytes;
     (base.contains("_wg") && t >= 256 && 3 * tiles >= sms && fits)
         .then(|| format!("{base}@{}", how.tile()))
+}
+
+/// `kernel` on the stream-K tile ([`StreamK::All`]) where it is gemm_wg's two-warpgroup tile
+/// split over K (`BT=256,SPLITK=s`) into more blocks than the `sms` SMs with a last wave at
+/// most half full: the engine's default. H200 (session 22, Q4_K and Q6_K against the dispatch's
+/// split tile): 4096 x 14336 at T = 640 169.3 -> 142.9 us, at T = 768 167.9 -> 148.5 (Q6_K
+/// 182.5 -> 158.2), where 96 tiles make 192 blocks; where the blocks fill a wave (64 tiles, T =
+/// 384 and 512) the split tile stays ahead (90.6 against 94.8 us at T = 512). Elsewhere
+/// stream-K lost to the tiles it would replace (docs/PERF.md, session 22).
+pub fn split_stream_k(kernel: &str, [t, n, _]: [usize; 3], sms: usize) -> Option<String> {
+    let (base, variant) = kernel.split_once('@')?;
+    let splits = crate::specs::variant_param(kernel, crate::specs::SPLIT_K)?;
+    let two_warpgroups = variant == format!("BT=256,{}={splits}", crate::specs::SPLIT_K);
+    let blocks = t.div_ceil(256) * n.div_ceil(128) * splits;
+    let last_wave = blocks % sms;
+    (base.contains("_wg")
+        && two_warpgroups
+        && blocks > sms
+        && last_wave > 0
+        && 2 * last_wave <= sms)
+        .then(|| format!("{base}@{}", StreamK::All.tile()))
 }
 
 /// Words of gemm_wg's `ws` for a stream-K launch (STREAMK=1 or 2) of `blocks` blocks: each block's
@@ -1101,6 +1123,47 @@ mod tests {
         ] {
             assert_eq!(
                 stream_k(&other, shape, false, 132, L2, StreamK::All),
+                None,
+                "{other}"
+            );
+        }
+    }
+
+    /// Stream-K replaces the two-warpgroup K split where its blocks leave a last wave at most
+    /// half full, and nothing else.
+    #[test]
+    fn split_stream_k_takes_split_tiles_with_a_short_last_wave() {
+        let sk = |base: &str| Some(format!("{base}@{}", StreamK::All.tile()));
+        let split = |ty, t| quant_gemm(ty, t, 4096, 14336, true).unwrap();
+        // 96 tiles, 192 blocks on 132 SMs.
+        for t in [640, 768] {
+            for (ty, base) in [
+                (GgmlType::Q4_K, "gemm_q4k_wg"),
+                (GgmlType::Q6_K, "gemm_q6k_wg"),
+            ] {
+                let kernel = split(ty, t);
+                assert!(kernel.ends_with("@BT=256,SPLITK=2"), "{kernel}");
+                assert_eq!(
+                    split_stream_k(&kernel, [t, 4096, 14336], 132),
+                    sk(base),
+                    "{kernel}"
+                );
+            }
+        }
+        // 128 blocks fill a wave; 96 tiles of 128 rows unsplit; on 100 SMs 192 blocks leave 92.
+        let at_512 = split(GgmlType::Q4_K, 512);
+        assert_eq!(split_stream_k(&at_512, [512, 4096, 14336], 132), None);
+        assert_eq!(
+            split_stream_k(&split(GgmlType::Q4_K, 768), [768, 4096, 14336], 100),
+            None
+        );
+        for other in [
+            "gemm_q4k_wg@BT=256",
+            "gemm_q4k_wg@WG=1,BT=128,SPLITK=2",
+            "gemm_q4k@SPLITK=2",
+        ] {
+            assert_eq!(
+                split_stream_k(other, [768, 4096, 14336], 132),
                 None,
                 "{other}"
             );

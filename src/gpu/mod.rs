@@ -282,6 +282,9 @@ pub struct Gpu {
     /// Whether (and how) gemm_wg's products take a stream-K tile where [`dispatch::stream_k`]
     /// says: with `ZINC_STREAMK=1` or `2`.
     stream_k: Option<dispatch::StreamK>,
+    /// Whether K-split gemm_wg products with a short last wave take the stream-K tile
+    /// ([`dispatch::split_stream_k`]): unless `ZINC_STREAMK=0`.
+    split_stream_k: bool,
     /// The device's L2, which decides where stream-K's blocks would read X from DRAM.
     l2_bytes: usize,
 }
@@ -327,10 +330,11 @@ fn s8_fused_enabled() -> bool {
     std::env::var("ZINC_S8_FUSED").as_deref() != Ok("0")
 }
 
-/// Whether (and how) gemm_wg's products take a stream-K tile ([`dispatch::stream_k`]):
-/// `ZINC_STREAMK=1` shares all of a product's super-blocks out, `2` its last waves'. Off by
-/// default until the H200 has timed them against the tiles, K splits and short last waves they
-/// replace. Any other value than those and 0 is reported and ignored.
+/// Whether (and how) all gemm_wg products the rule allows take a stream-K tile
+/// ([`dispatch::stream_k`]): `ZINC_STREAMK=1` shares all of a product's super-blocks out, `2`
+/// its last waves'. Off by default: on the H200 they lost to the tiles, K splits and short last
+/// waves they replace (session 22), except for the split products [`dispatch::split_stream_k`]
+/// takes anyway. Any other value than those and 0 is reported and ignored.
 fn stream_k_enabled() -> Option<dispatch::StreamK> {
     let value = std::env::var("ZINC_STREAMK").ok()?;
     let how = dispatch::StreamK::from_env_value(&value);
@@ -697,6 +701,7 @@ impl Gpu {
             wgmma: false,
             sms: device.props().sm_count as usize,
             stream_k: stream_k_enabled(),
+            split_stream_k: std::env::var("ZINC_STREAMK").as_deref() != Ok("0"),
             l2_bytes: usize::try_from(device.props().l2_bytes).unwrap_or(usize::MAX),
         };
         gpu.wgmma = runs_wgmma(&gpu.registry);
@@ -790,8 +795,8 @@ impl Gpu {
         Ok(kernel)
     }
 
-    /// The dispatch's kernel for a `t` x `n` x `k` product of `kind`; with
-    /// [`Gpu::stream_k`], its stream-K variant where it has one.
+    /// The dispatch's kernel for a `t` x `n` x `k` product of `kind`, or its stream-K variant:
+    /// where [`Gpu::stream_k`] asks for one, else where [`dispatch::split_stream_k`] takes it.
     fn default_kernel(&self, kind: Product, t: usize, n: usize, k: usize) -> Option<String> {
         let name = match kind {
             Product::Matvec(ty) => Some(dispatch::matvec(ty, t, n, k)),
@@ -800,12 +805,13 @@ impl Gpu {
             Product::GatedGemm(ty, gelu) => dispatch::gated_gemm(ty, gelu, t, n, k, self.wgmma),
             Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
         }?;
-        let stream_k = (self.stream_k)
-            .and_then(|how| {
-                let gated = matches!(kind, Product::GatedGemm(..));
-                dispatch::stream_k(&name, [t, n, k], gated, self.sms, self.l2_bytes, how)
-            })
-            .filter(|sk| self.registry.names().any(|n| n == sk));
+        let gated = matches!(kind, Product::GatedGemm(..));
+        let stream_k = match self.stream_k {
+            Some(how) => dispatch::stream_k(&name, [t, n, k], gated, self.sms, self.l2_bytes, how),
+            None if self.split_stream_k => dispatch::split_stream_k(&name, [t, n, k], self.sms),
+            None => None,
+        }
+        .filter(|sk| self.registry.names().any(|n| n == sk));
         Some(stream_k.unwrap_or(name))
     }
 
