@@ -330,18 +330,18 @@ fn s8_fused_enabled() -> bool {
     std::env::var("ZINC_S8_FUSED").as_deref() != Ok("0")
 }
 
-/// Whether (and how) all gemm_wg products the rule allows take a stream-K tile
-/// ([`dispatch::stream_k`]): `ZINC_STREAMK=1` shares all of a product's super-blocks out, `2`
-/// its last waves'. Off by default: on the H200 they lost to the tiles, K splits and short last
-/// waves they replace (session 22), except for the split products [`dispatch::split_stream_k`]
-/// takes anyway. Any other value than those and 0 is reported and ignored.
-fn stream_k_enabled() -> Option<dispatch::StreamK> {
-    let value = std::env::var("ZINC_STREAMK").ok()?;
+/// `ZINC_STREAMK`, as ([`Gpu::stream_k`], [`Gpu::split_stream_k`]). `1` makes every gemm_wg
+/// product the rule allows share all of its super-blocks out ([`dispatch::stream_k`]), `2` its
+/// last waves'; by default only the split products [`dispatch::split_stream_k`] takes do (on
+/// the H200 the others lost to the tiles, K splits and short last waves they replace: session
+/// 22), and `0` turns that off too. Any other value is reported and ignored.
+fn stream_k_from_env() -> (Option<dispatch::StreamK>, bool) {
+    let value = std::env::var("ZINC_STREAMK").unwrap_or_default();
     let how = dispatch::StreamK::from_env_value(&value);
     if how.is_none() && !matches!(value.as_str(), "" | "0") {
         eprintln!("warning: ZINC_STREAMK={value} is not 1 or 2 (or 0); stream-K stays off");
     }
-    how
+    (how, value != "0")
 }
 
 /// Whether prefill-size Q4_K, Q5_K, Q6_K and Q8_0 products may take the gemm_*_wg kernels
@@ -677,6 +677,7 @@ impl Gpu {
             })
             .collect::<std::result::Result<_, RuntimeError>>()?;
         let no_offset = stream.alloc_zeros(1)?;
+        let (stream_k, split_stream_k) = stream_k_from_env();
         let mut gpu = Self {
             queue: Queue {
                 stream,
@@ -700,8 +701,8 @@ impl Gpu {
             s8_fused: s8_fused_enabled(),
             wgmma: false,
             sms: device.props().sm_count as usize,
-            stream_k: stream_k_enabled(),
-            split_stream_k: std::env::var("ZINC_STREAMK").as_deref() != Ok("0"),
+            stream_k,
+            split_stream_k,
             l2_bytes: usize::try_from(device.props().l2_bytes).unwrap_or(usize::MAX),
         };
         gpu.wgmma = runs_wgmma(&gpu.registry);
