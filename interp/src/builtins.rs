@@ -506,9 +506,10 @@ fn math(f: MathFn, v: Value) -> Arith {
     }
     let x = v.as_f64().ok_or(ArithError::Mismatch)?;
     let r = match f {
-        MathFn::Exp => x.exp(),
+        // ex2.approx.ftz: results below 2^-126 flush to zero.
+        MathFn::Exp => flush_f32_range(x.exp()),
         MathFn::Log => x.ln(),
-        MathFn::Exp2 => x.exp2(),
+        MathFn::Exp2 => flush_f32_range(x.exp2()),
         MathFn::Log2 => x.log2(),
         MathFn::Sqrt => x.sqrt(),
         MathFn::Rsqrt => 1.0 / x.sqrt(),

@@ -49,3 +49,47 @@ kernel reciprocals(x: global [f32], y: global mut [f32]) grid(1) block(32) {
     }
     assert!(y[cases.len()..].iter().all(|&r| r == 1.0));
 }
+
+/// `exp` and `exp2` are `ex2.approx.ftz.f32`: results below 2^-126 flush to zero.
+#[test]
+fn exp_flushes_subnormal_results() {
+    let src = "
+kernel exps(x: global [f32], y: global mut [f32], z: global mut [f32]) grid(1) block(32) {
+    y[thread.x] = exp(x[thread.x]);
+    z[thread.x] = exp2(x[thread.x]);
+}";
+    let c = zinc_dsl::compile_source("math.tile", src, &[], &|_| None)
+        .unwrap_or_else(|f| panic!("{}", f.render()));
+    // (x, exp(x) nonzero, exp2(x) nonzero): e^-87 and 2^-126 are normal, e^-88 and 2^-127 not.
+    let cases = [
+        (0.0, true, true),
+        (-87.0, true, true),
+        (-88.0, false, true),
+        (-126.0, false, true),
+        (-127.0, false, false),
+        (f32::NEG_INFINITY, false, false),
+    ];
+    let mut x = vec![1.0f32; 32];
+    for (i, &(v, ..)) in cases.iter().enumerate() {
+        x[i] = v;
+    }
+    let mut args = [
+        Arg::ReadOnly(Buffer::from_f32(&x)),
+        Arg::Buffer(Buffer::from_f32(&[f32::NAN; 32])),
+        Arg::Buffer(Buffer::from_f32(&[f32::NAN; 32])),
+    ];
+    Interpreter::new(&c.module)
+        .sources(&c.sources)
+        .launch("exps", &mut args)
+        .unwrap();
+    let y = args[1].buffer().unwrap().to_f32();
+    let z = args[2].buffer().unwrap().to_f32();
+    for (i, &(v, exp_nonzero, exp2_nonzero)) in cases.iter().enumerate() {
+        assert_eq!(y[i] != 0.0, exp_nonzero, "exp({v:e}) = {:e}", y[i]);
+        assert_eq!(z[i] != 0.0, exp2_nonzero, "exp2({v:e}) = {:e}", z[i]);
+        assert!(y[i].is_normal() || y[i] == 0.0, "exp({v:e}) = {:e}", y[i]);
+        assert!(z[i].is_normal() || z[i] == 0.0, "exp2({v:e}) = {:e}", z[i]);
+    }
+    assert_eq!(y[0], 1.0);
+    assert_eq!(z[cases.len() - 3], 2f32.powi(-126));
+}

@@ -317,7 +317,9 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 self.ctx.f32_type().const_float(c).into(),
             )
         };
-        let ex2 = |v| self.intrinsic_value("llvm.nvvm.ex2.approx", &[f32_ty], &[v], span);
+        // Results below 2^-126 flush to zero: ptxas wraps the plain form in a rescaling (a
+        // compare and two multiplies) to keep them, which costs as much as the instruction.
+        let ex2 = |v| self.intrinsic_value("llvm.nvvm.ex2.approx.ftz", &[f32_ty], &[v], span);
         let lg2 = |v| self.intrinsic_value("llvm.nvvm.lg2.approx.f", &[], &[v], span);
         match f {
             MathFn::Exp => ex2(scaled(LOG2_E)),

@@ -85,7 +85,7 @@ fn reduce_uses_shuffles_shared_barriers_atomics() {
 fn math_lowering() {
     let p = ptx(&kernels::math(), "sm_90");
     for fact in [
-        "ex2.approx.f32",
+        "ex2.approx.ftz.f32",
         "lg2.approx.f32",
         "rsqrt.approx.f32",
         "rcp.approx.ftz.f32",
