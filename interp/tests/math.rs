@@ -2,6 +2,23 @@
 
 use zinc_interp::{Arg, Buffer, Interpreter};
 
+/// Runs `kernel` of `src` (one block of 32 threads) on `x` and `outputs` f32 buffers of 32
+/// NaNs, and returns them.
+fn run_on(src: &str, kernel: &str, x: &[f32], outputs: usize) -> Vec<Vec<f32>> {
+    let c = zinc_dsl::compile_source("math.tile", src, &[], &|_| None)
+        .unwrap_or_else(|f| panic!("{}", f.render()));
+    let mut args = vec![Arg::ReadOnly(Buffer::from_f32(x))];
+    args.extend((0..outputs).map(|_| Arg::Buffer(Buffer::from_f32(&[f32::NAN; 32]))));
+    Interpreter::new(&c.module)
+        .sources(&c.sources)
+        .launch(kernel, &mut args)
+        .unwrap();
+    args[1..]
+        .iter()
+        .map(|a| a.buffer().unwrap().to_f32())
+        .collect()
+}
+
 /// `rcp` is `rcp.approx.ftz.f32`: 1 / x, with subnormal inputs and results flushed to zeros of
 /// their sign (so a subnormal's reciprocal is infinite, and that of |x| >= 2^126 is zero).
 #[test]
@@ -10,8 +27,6 @@ fn rcp_flushes_subnormal_inputs_and_results() {
 kernel reciprocals(x: global [f32], y: global mut [f32]) grid(1) block(32) {
     y[thread.x] = rcp(x[thread.x]);
 }";
-    let c = zinc_dsl::compile_source("math.tile", src, &[], &|_| None)
-        .unwrap_or_else(|f| panic!("{}", f.render()));
     let subnormal = f32::MIN_POSITIVE / 4.0;
     let cases = [
         (4.0, 0.25),
@@ -30,15 +45,7 @@ kernel reciprocals(x: global [f32], y: global mut [f32]) grid(1) block(32) {
     for (i, &(v, _)) in cases.iter().enumerate() {
         x[i] = v;
     }
-    let mut args = [
-        Arg::ReadOnly(Buffer::from_f32(&x)),
-        Arg::Buffer(Buffer::from_f32(&[f32::NAN; 32])),
-    ];
-    Interpreter::new(&c.module)
-        .sources(&c.sources)
-        .launch("reciprocals", &mut args)
-        .unwrap();
-    let y = args[1].buffer().unwrap().to_f32();
+    let y = &run_on(src, "reciprocals", &x, 1)[0];
     for (i, &(v, want)) in cases.iter().enumerate() {
         assert_eq!(
             y[i].to_bits(),
@@ -58,8 +65,6 @@ kernel exps(x: global [f32], y: global mut [f32], z: global mut [f32]) grid(1) b
     y[thread.x] = exp(x[thread.x]);
     z[thread.x] = exp2(x[thread.x]);
 }";
-    let c = zinc_dsl::compile_source("math.tile", src, &[], &|_| None)
-        .unwrap_or_else(|f| panic!("{}", f.render()));
     // (x, exp(x) nonzero, exp2(x) nonzero): e^-87 and 2^-126 are normal, e^-88 and 2^-127 not.
     let cases = [
         (0.0, true, true),
@@ -73,17 +78,8 @@ kernel exps(x: global [f32], y: global mut [f32], z: global mut [f32]) grid(1) b
     for (i, &(v, ..)) in cases.iter().enumerate() {
         x[i] = v;
     }
-    let mut args = [
-        Arg::ReadOnly(Buffer::from_f32(&x)),
-        Arg::Buffer(Buffer::from_f32(&[f32::NAN; 32])),
-        Arg::Buffer(Buffer::from_f32(&[f32::NAN; 32])),
-    ];
-    Interpreter::new(&c.module)
-        .sources(&c.sources)
-        .launch("exps", &mut args)
-        .unwrap();
-    let y = args[1].buffer().unwrap().to_f32();
-    let z = args[2].buffer().unwrap().to_f32();
+    let out = run_on(src, "exps", &x, 2);
+    let (y, z) = (&out[0], &out[1]);
     for (i, &(v, exp_nonzero, exp2_nonzero)) in cases.iter().enumerate() {
         assert_eq!(y[i] != 0.0, exp_nonzero, "exp({v:e}) = {:e}", y[i]);
         assert_eq!(z[i] != 0.0, exp2_nonzero, "exp2({v:e}) = {:e}", z[i]);
