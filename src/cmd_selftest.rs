@@ -709,6 +709,7 @@ mod tests {
         let cases = [
             ("gemm_wg.tile", "gemm_q4k_wg", "BT=256", [300, 136, 768]),
             ("gemm_wg.tile", "gemm_q6k_wg", "BT=256", [300, 136, 768]),
+            ("gemm_wg_h.tile", "gemm_q4k_wg_h", "BT=256", [300, 136, 768]),
             (
                 "gemm_wg_glu.tile",
                 "gemm_q4k_wg_silu",
