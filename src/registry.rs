@@ -311,16 +311,18 @@ mod tests {
             let installed = Command::new(root.join("scripts/install-ptxas.sh")).status();
             assert!(installed.is_ok_and(|s| s.success()), "cannot install ptxas");
         }
+        let cuobjdump = root.join(".tools/cuda/bin/cuobjdump");
         let dir = std::env::temp_dir().join(format!("zinc-registry-ptxas-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         for arch in EMBEDDED {
             for module in arch.modules {
                 let file = dir.join(format!("{}-{}.ptx", arch.arch, module.name));
+                let cubin = file.with_extension("cubin");
                 std::fs::write(&file, module.ptx).unwrap();
                 let out = Command::new(&ptxas)
                     .arg(format!("-arch={}", arch.arch))
-                    .args(["-o", "/dev/null"])
-                    .arg(&file)
+                    .arg("-o")
+                    .args([&cubin, &file])
                     .output()
                     .expect("running ptxas");
                 assert!(
@@ -330,9 +332,92 @@ mod tests {
                     arch.arch,
                     String::from_utf8_lossy(&out.stderr)
                 );
+                if module.ptx.contains("wgmma.mma_async") {
+                    let sass = Command::new(&cuobjdump)
+                        .arg("-sass")
+                        .arg(&cubin)
+                        .output()
+                        .expect("running cuobjdump");
+                    let sass = String::from_utf8_lossy(&sass.stdout);
+                    assert!(sass.contains("HGMMA"), "no SASS for {}", module.name);
+                    if let Some(at) = accumulators_touched_before_wait(&sass) {
+                        panic!(
+                            "{} for {}: `{at}` touches wgmma accumulators before the wait \
+                             for the last MMAs",
+                            module.name, arch.arch
+                        );
+                    }
+                }
             }
         }
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The first instruction of `sass` (as cuobjdump prints it) that names a wgmma's f32
+    /// accumulators between the last HGMMA before a wait for every group (`WARPGROUP.DEPBAR.LE
+    /// gsb0, 0x0`) and that wait. ptxas 13 hoisted gemm_wg_h's conversions of its accumulators
+    /// to f16 there (docs/PERF.md, session 23), reading them while the last MMAs still wrote
+    /// them: wrong outputs on the H200, right ones in the interpreter.
+    fn accumulators_touched_before_wait(sass: &str) -> Option<String> {
+        let code: Vec<&str> = sass
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("/*")?.split_once("*/"))
+            .map(|(_, text)| text.split(';').next().unwrap_or("").trim())
+            .filter(|text| !text.is_empty())
+            .collect();
+        let registers = |text: &str| -> Vec<u32> {
+            text.split(|c: char| !c.is_ascii_alphanumeric())
+                .filter_map(|t| t.strip_prefix('R')?.parse().ok())
+                .collect()
+        };
+        for (wait, _) in (code.iter().enumerate())
+            .filter(|(_, text)| text.starts_with("WARPGROUP.DEPBAR.LE gsb0, 0x0"))
+        {
+            let Some(mma) = (0..wait).rev().find(|&i| code[i].contains("HGMMA.")) else {
+                continue;
+            };
+            // HGMMA.64xNx16.F32 Rd, ...: N / 2 f32 accumulators a lane from Rd.
+            let shape = code[mma].split_whitespace().next().unwrap_or("");
+            let n: Option<u32> = (shape.ends_with(".F32") || shape.contains(".F32."))
+                .then(|| shape.split('x').nth(1)?.parse().ok())
+                .flatten();
+            let first = registers(code[mma].split_once(' ')?.1).first().copied();
+            let (Some(n), Some(first)) = (n, first) else {
+                continue;
+            };
+            let accumulators = first..first + n / 2;
+            if let Some(text) = code[mma + 1..wait]
+                .iter()
+                .find(|text| registers(text).iter().any(|r| accumulators.contains(r)))
+            {
+                return Some(text.to_string());
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn accumulator_reads_before_the_last_wait_are_found() {
+        let sass = |between: &str| {
+            format!(
+                "        /*0100*/   HGMMA.64x256x16.F32 R24, R152, gdesc[UR4], R24, gsb0 ;  /* 0x0 */
+        /*0110*/   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;  /* 0x0 */
+        /*0120*/   @P0 BRA 0x100 ;  /* 0x0 */
+        /*0130*/   {between} ;  /* 0x0 */
+        /*0140*/   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;  /* 0x0 */
+        /*0150*/   STG.E desc[UR26][R156.64], R24 ;  /* 0x0 */"
+            )
+        };
+        let early = "F2FP.F16.F32.PACK_AB R14, R151, R149";
+        assert_eq!(
+            accumulators_touched_before_wait(&sass(early)).as_deref(),
+            Some(early)
+        );
+        // R152 and up, and uniform registers, are not accumulators.
+        assert_eq!(
+            accumulators_touched_before_wait(&sass("IMAD R152, R23, UR24, R153")),
+            None
+        );
     }
 
     #[test]
