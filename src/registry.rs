@@ -377,11 +377,13 @@ mod tests {
                 continue;
             };
             // HGMMA.64xNx16.F32 Rd, ...: N / 2 f32 accumulators a lane from Rd.
-            let shape = code[mma].split_whitespace().next().unwrap_or("");
-            let n: Option<u32> = (shape.ends_with(".F32") || shape.contains(".F32."))
+            let mut words = code[mma].split_whitespace();
+            let shape = words.next().unwrap_or("");
+            let n: Option<u32> = shape
+                .contains(".F32")
                 .then(|| shape.split('x').nth(1)?.parse().ok())
                 .flatten();
-            let first = registers(code[mma].split_once(' ')?.1).first().copied();
+            let first = words.next().and_then(|w| registers(w).first().copied());
             let (Some(n), Some(first)) = (n, first) else {
                 continue;
             };
