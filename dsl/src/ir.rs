@@ -192,9 +192,9 @@ pub enum Type {
         dims: Vec<u32>,
     },
     /// A TMA tensor map of elements of this type: one of the kernel's maps
-    /// ([`ExprKind::TensorMap`]) or a device function's parameter holding one. Only `TmaLoad`'s
-    /// map operand and call arguments have this type; code generation passes the map's
-    /// address.
+    /// ([`ExprKind::TensorMap`]) or a device function's parameter holding one. Only the map
+    /// operands of `TmaLoad`, `TmaPrefetch` and `TmaStore` and call arguments have this type;
+    /// code generation passes the map's address.
     TensorMap(Scalar),
 }
 
@@ -300,9 +300,10 @@ pub struct Launch {
 }
 
 /// A TMA tensor map: `rows` x `cols` elements of the global view parameter `param`, rows dense,
-/// copied into shared memory in boxes of `box_rows` x `box_cols` by `TmaLoad`. A box whose rows
-/// are 128 bytes lands in the 128-byte swizzle (the layout of a `swizzle`d array of 128-byte
-/// rows, which `Wgmma` reads); any other lands row-major.
+/// copied into shared memory in boxes of `box_rows` x `box_cols` by `TmaLoad` (and written back
+/// from boxes laid out the same way by `TmaStore`). A box whose rows are 32, 64 or 128 bytes
+/// lands in the swizzle of that width (the layout of a `swizzle`d array of such rows; `Wgmma`
+/// reads 128-byte ones); any other lands row-major.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorMap {
     pub name: String,
@@ -805,6 +806,18 @@ pub enum Builtin {
     /// `tma_load` (or any read) to find there. No effect on memory's contents, nothing to wait
     /// for. Void.
     TmaPrefetch,
+    /// `[map (a tensor map), row (u32), col (u32), src (shared view of the map's elements)]`:
+    /// `cp.async.bulk.tensor.2d.global.shared::cta.bulk_group`: write the box of the map whose
+    /// first element is (row, col) from `src`, laid out as `TmaLoad` lands that box, to global
+    /// memory; elements past the tensor's edges are not written. The TMA reads `src` through
+    /// the async proxy until a `TmaStoreWait` covers the store's bulk group. Void.
+    TmaStore,
+    /// `[]`: `cp.async.bulk.commit_group`: close this thread's pending `TmaStore`s into a bulk
+    /// group. Void.
+    TmaStoreCommit,
+    /// `[]`: `cp.async.bulk.wait_group.read`: wait until at most `.0` of this thread's bulk
+    /// groups may still be reading their shared sources. Void.
+    TmaStoreWait(u8),
 }
 
 /// Whether function `f` of module `m` uses an sm_90a-only instruction (`wgmma`, the async-proxy
@@ -829,6 +842,9 @@ pub fn needs_sm90a(m: &Module, f: &Function) -> bool {
                 | Builtin::MbarrierWait
                 | Builtin::TmaLoad
                 | Builtin::TmaPrefetch
+                | Builtin::TmaStore
+                | Builtin::TmaStoreCommit
+                | Builtin::TmaStoreWait(_)
         )
     })
 }

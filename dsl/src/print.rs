@@ -431,6 +431,9 @@ fn builtin(b: Builtin) -> String {
         Builtin::MbarrierWait => "mbarrier_wait",
         Builtin::TmaLoad => "tma_load",
         Builtin::TmaPrefetch => "tma_prefetch",
+        Builtin::TmaStore => "tma_store",
+        Builtin::TmaStoreCommit => "tma_store_commit",
+        Builtin::TmaStoreWait(n) => return format!("tma_store_wait<{n}>"),
     };
     name.to_string()
 }

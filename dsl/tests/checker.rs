@@ -961,7 +961,7 @@ fn tensor_maps_and_mbarriers() {
     fails(
         good,
         "let v = xm;",
-        "is a tensor map, which only `tma_load` and `tma_prefetch` take",
+        "is a tensor map, which only `tma_load`, `tma_prefetch` and `tma_store` take",
     );
     fails(
         good,
@@ -1077,7 +1077,7 @@ fn tensor_maps_pass_to_functions() {
     fails(
         &MAP_FNS.replace("pass_on(dst, m, row, bar);", "let v = m;"),
         call,
-        "`m` is a tensor map, which only `tma_load` and `tma_prefetch` take",
+        "`m` is a tensor map, which only `tma_load`, `tma_prefetch` and `tma_store` take",
     );
     fails(
         &MAP_FNS.replace("pass_on(dst, m, row, bar);", "m = m;"),
@@ -1125,6 +1125,124 @@ fn tensor_maps_pass_to_functions() {
     ] {
         fails(fns, "", message);
     }
+}
+
+/// A kernel with an f32 output `y` (mutable), its map `ym` of 16 x 32 boxes, an f32 staging
+/// tile and the statements `body`, for the TMA store diagnostics.
+fn tma_store_kernel(fns: &str, body: &str) -> String {
+    format!(
+        "{fns}
+        kernel k(x: global [f32], y: global mut [f32], rows: u32, cols: u32) grid(1) block(32) {{
+            let xm = tensor_map(x, rows, cols, 16, 32);
+            let ym = tensor_map(y, rows, cols, 16, 32);
+            shared stage: [16][32] f32 swizzle;
+            shared halves: [16][32] f16 swizzle;
+            {body}
+        }}"
+    )
+}
+
+#[test]
+fn tma_stores_and_their_bulk_groups() {
+    let fns = "fn store(m: tensor_map<f32>, row: u32, src: shared [f32]) {
+        tma_store(m, row, 0, src);
+    }";
+    let ok = tma_store_kernel(
+        fns,
+        "if thread.x == 0 {
+             tma_store(ym, 16, 32, stage[0][0]);
+             tma_store(ym, 0, 0, stage + 0);
+             store(ym, 32, stage);
+             tma_store_commit();
+             tma_store_wait(1);
+             tma_store_wait(0);
+         }",
+    );
+    let m = compile_with(&ok, &[], &[]).unwrap_or_else(|e| panic!("{e}"));
+    // The map of the `global mut` output is the kernel's second, over parameter `y`.
+    let FunctionKind::Kernel(launch) = &m.functions.iter().find(|f| f.name == "k").unwrap().kind
+    else {
+        panic!("a kernel")
+    };
+    let ym = &launch.tensor_maps[1];
+    assert_eq!(
+        (ym.name.as_str(), ym.param.0, ym.elem),
+        ("ym", 1, Scalar::F32)
+    );
+    assert_eq!(ym.swizzle_bytes(), 128);
+    let out = print_ir(&m);
+    for needle in [
+        "tma_store(@ym, 16u32, 32u32, ",
+        "tma_store(m#0, row#1, 0u32, src#2);",
+        "tma_store_commit();",
+        "tma_store_wait<1>();",
+        "tma_store_wait<0>();",
+    ] {
+        assert!(out.contains(needle), "missing `{needle}` in:\n{out}");
+    }
+
+    let fails = |body: &str, message: &str| {
+        let e = error(&tma_store_kernel("", body));
+        assert!(e.contains(message), "expected `{message}` in:\n{e}");
+    };
+    fails(
+        "tma_store(ym, 0, 0);",
+        "`tma_store` takes 4 arguments but 3 were given",
+    );
+    fails(
+        "tma_store(y, 0, 0, stage[0][0]);",
+        "the first argument of `tma_store` must be a tensor map",
+    );
+    fails(
+        "tma_store(ym, 0, 0, y);",
+        "`tma_store` needs a shared view of `f32` (the tensor map's elements), found `global mut [f32]`",
+    );
+    fails(
+        "tma_store(ym, 0, 0, halves[0][0]);",
+        "`tma_store` needs a shared view of `f32` (the tensor map's elements), found `shared mut [f16]`",
+    );
+    fails(
+        "tma_store(ym, 0.5, 0, stage + 0);",
+        "the row of `tma_store`",
+    );
+    fails(
+        "tma_store(ym, 0, true, stage + 0);",
+        "the column of `tma_store`",
+    );
+    // Stores go to outputs: the map's view must be `global mut`.
+    fails(
+        "tma_store(xm, 0, 0, stage + 0);",
+        "`tma_store` writes through the tensor map over `x`, which is not a `global mut` view",
+    );
+    fails(
+        "tma_store_commit(1);",
+        "`tma_store_commit` takes 0 arguments but 1 was given",
+    );
+    fails(
+        "tma_store_wait();",
+        "`tma_store_wait` takes 1 argument but 0 were given",
+    );
+    fails(
+        "tma_store_wait(rows);",
+        "the number of bulk groups `tma_store_wait` leaves reading",
+    );
+    fails(
+        "tma_store_wait(8);",
+        "the number of bulk groups `tma_store_wait` leaves reading must be in 0..=7, found 8",
+    );
+    fails(
+        "let v = tma_store_commit();",
+        "this call has no value; it can only be used as a statement",
+    );
+    // In a function, the map parameter's type gives the element type.
+    let e = error(&tma_store_kernel(
+        "fn store(m: tensor_map<f16>, src: shared [f32]) { tma_store(m, 0, 0, src); }",
+        "",
+    ));
+    assert!(
+        e.contains("`tma_store` needs a shared view of `f16` (the tensor map's elements), found `shared [f32]`"),
+        "{e}"
+    );
 }
 
 #[test]

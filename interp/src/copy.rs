@@ -1,7 +1,7 @@
 //! `cp.async` with the group semantics of the GPU: a copy reads its source when issued but its
 //! bytes land in shared memory only when a `cp_async_wait` completes its group, so reading the
 //! destination earlier (by any thread) is an error naming the line. Each thread has its own
-//! groups, as in PTX.
+//! groups, as in PTX; the TMA stores' bulk groups (`tma`) are counted the same way.
 
 use std::collections::VecDeque;
 
@@ -13,18 +13,60 @@ use crate::memory::Touch;
 use crate::value::{Pointer, Value};
 
 /// One copy in flight.
-struct Copy<'m> {
+pub(crate) struct Copy<'m> {
     dst: Pointer,
     data: Vec<u8>,
     who: Touch<'m>,
 }
 
-/// A thread's copies: those not yet committed, and the committed groups, oldest first.
-#[derive(Default)]
-pub(crate) struct Copies<'m> {
-    open: Vec<Copy<'m>>,
-    groups: VecDeque<Vec<Copy<'m>>>,
+/// A thread's asynchronous operations of one kind: those not yet committed, and the committed
+/// groups, oldest first.
+pub(crate) struct Groups<T> {
+    open: Vec<T>,
+    committed: VecDeque<Vec<T>>,
 }
+
+impl<T> Default for Groups<T> {
+    fn default() -> Self {
+        Groups {
+            open: Vec::new(),
+            committed: VecDeque::new(),
+        }
+    }
+}
+
+impl<T> Groups<T> {
+    pub fn issue(&mut self, op: T) {
+        self.open.push(op);
+    }
+
+    /// The open operations become a group (possibly empty, as in PTX).
+    pub fn commit(&mut self) {
+        let open = std::mem::take(&mut self.open);
+        self.committed.push_back(open);
+    }
+
+    /// A wait that leaves at most `n` groups: the operations of the older groups it completes,
+    /// oldest first.
+    pub fn complete(&mut self, n: usize) -> Vec<T> {
+        let mut done = Vec::new();
+        while self.committed.len() > n {
+            done.extend(self.committed.pop_front().unwrap_or_default());
+        }
+        done
+    }
+
+    /// The oldest operation not completed, and whether it was committed.
+    pub fn oldest(&self) -> Option<(&T, bool)> {
+        let committed = self.committed.iter().flatten().map(|op| (op, true));
+        committed
+            .chain(self.open.iter().map(|op| (op, false)))
+            .next()
+    }
+}
+
+/// A thread's copies.
+pub(crate) type Copies<'m> = Groups<Copy<'m>>;
 
 impl<'m> Machine<'m, '_> {
     /// `cp_async(dst, src, bytes, valid)` for the active threads.
@@ -64,7 +106,7 @@ impl<'m> Machine<'m, '_> {
             self.mem
                 .start_copy(d, len, who)
                 .map_err(|f| self.fault(f, t, e.span))?;
-            self.copies[t].open.push(Copy { dst: d, data, who });
+            self.copies[t].issue(Copy { dst: d, data, who });
         }
         Ok(vec![UNSET; self.threads])
     }
@@ -72,8 +114,7 @@ impl<'m> Machine<'m, '_> {
     /// `cp_async_commit()`: the open copies become a group (possibly empty, as in PTX).
     pub(crate) fn cp_async_commit(&mut self, mask: &Mask) -> Lanes {
         for t in mask.lanes() {
-            let open = std::mem::take(&mut self.copies[t].open);
-            self.copies[t].groups.push_back(open);
+            self.copies[t].commit();
         }
         vec![UNSET; self.threads]
     }
@@ -81,13 +122,10 @@ impl<'m> Machine<'m, '_> {
     /// `cp_async_wait(n)`: complete the oldest groups until at most `n` are in flight.
     pub(crate) fn cp_async_wait(&mut self, n: u8, mask: &Mask, e: &'m Expr) -> Result<Lanes> {
         for t in mask.lanes() {
-            while self.copies[t].groups.len() > usize::from(n) {
-                let group = self.copies[t].groups.pop_front().unwrap_or_default();
-                for c in group {
-                    self.mem
-                        .finish_copy(c.dst, &c.data, c.who)
-                        .map_err(|f| self.fault(f, t, e.span))?;
-                }
+            for c in self.copies[t].complete(usize::from(n)) {
+                self.mem
+                    .finish_copy(c.dst, &c.data, c.who)
+                    .map_err(|f| self.fault(f, t, e.span))?;
             }
         }
         Ok(vec![UNSET; self.threads])

@@ -177,6 +177,22 @@ pub enum ErrorKind {
     },
     #[error("tensor map `{map}`: {what}")]
     TensorMap { map: String, what: String },
+    /// Located at the `tma_store_wait` that retired the store issued at `store`.
+    #[error("the shared source of the tma_store by {thread} at {store} was overwritten before a tma_store_wait covered it (shared array `{array}` element {index} changed)")]
+    TmaStoreSourceOverwritten {
+        thread: ThreadId,
+        store: Location,
+        array: String,
+        index: u64,
+    },
+    /// Located where the thread exits (its `return`, or the kernel's closing brace); `store` is
+    /// its oldest store not retired by a `tma_store_wait`.
+    #[error("a tma_store's shared source may still be read when {thread} exits: tma_store_wait(0) before returning (the store at {store} {})", unfinished_store(*.committed))]
+    TmaStoreUnfinished {
+        thread: ThreadId,
+        store: Location,
+        committed: bool,
+    },
     /// Located at the access.
     #[error("{access} of `{var}` element {index} while a wgmma that uses it as its {role} is in flight: wait for it first (`wgmma_wait`; undefined on the GPU)")]
     WgmmaInFlight {
@@ -229,11 +245,27 @@ impl InterpError {
     pub fn to_diagnostic(&self) -> Diagnostic {
         let mut d = Diagnostic::error(self.kind().to_string(), Span::default());
         d.span = self.location().map(|l| l.span);
-        if let ErrorKind::SharedRace { earlier, .. } = self.kind() {
-            let note = format!("the earlier {} by {}", earlier.access, earlier.thread);
-            d = d.with_note(note, Some(earlier.at.span));
+        match self.kind() {
+            ErrorKind::SharedRace { earlier, .. } => {
+                let note = format!("the earlier {} by {}", earlier.access, earlier.thread);
+                d = d.with_note(note, Some(earlier.at.span));
+            }
+            ErrorKind::TmaStoreSourceOverwritten { store, .. }
+            | ErrorKind::TmaStoreUnfinished { store, .. } => {
+                d = d.with_note("the tma_store", Some(store.span));
+            }
+            _ => {}
         }
         d
+    }
+}
+
+/// What became of a store a thread left unfinished.
+fn unfinished_store(committed: bool) -> &'static str {
+    if committed {
+        "was committed, but no tma_store_wait covered it"
+    } else {
+        "was never committed: tma_store_commit() first"
     }
 }
 

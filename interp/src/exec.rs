@@ -17,7 +17,7 @@ use crate::copy::Copies;
 use crate::error::{ErrorKind, InterpError, Location, ThreadId};
 use crate::memory::{Access, Memory, Site};
 use crate::roles::{splits_warps, stmt_address, waiting_ifs, Finished, Seat};
-use crate::tma::{EncodedMap, Mbarriers};
+use crate::tma::{BulkStores, EncodedMap, Mbarriers};
 use crate::value::Value;
 
 pub(crate) type Result<T> = std::result::Result<T, InterpError>;
@@ -194,6 +194,8 @@ pub(crate) struct Machine<'m, 'a> {
     pub exited: Mask,
     /// Each thread's `cp_async` copies in flight.
     pub copies: Vec<Copies<'m>>,
+    /// Each thread's `tma_store`s whose sources the TMA may still read.
+    pub tma_stores: Vec<BulkStores<'m>>,
     /// The block's wgmmas in flight: their register-array operands.
     pub wgmma: WgmmaInFlight,
     /// The block's mbarriers and the `tma_load`s waiting on them.
@@ -215,6 +217,7 @@ pub(crate) struct BlockState<'m, 'a> {
     mem: Memory<'m, 'a>,
     exited: Mask,
     copies: Vec<Copies<'m>>,
+    tma_stores: Vec<BulkStores<'m>>,
     pub mbarriers: Mbarriers,
     tensor_maps: Vec<EncodedMap>,
     steps: u64,
@@ -240,6 +243,7 @@ impl<'m, 'a> Machine<'m, 'a> {
             mem,
             exited: Mask::empty(threads),
             copies: Vec::new(),
+            tma_stores: Vec::new(),
             wgmma: WgmmaInFlight::default(),
             mbarriers: Mbarriers::default(),
             tensor_maps: Vec::new(),
@@ -264,6 +268,7 @@ impl<'m, 'a> Machine<'m, 'a> {
             mem: Memory::new([], &[]),
             exited: Mask::empty(0),
             copies: Vec::new(),
+            tma_stores: Vec::new(),
             wgmma: self.wgmma.clone(),
             mbarriers: Mbarriers::default(),
             tensor_maps: Vec::new(),
@@ -281,6 +286,7 @@ impl<'m, 'a> Machine<'m, 'a> {
             mem: std::mem::replace(&mut self.mem, Memory::new([], &[])),
             exited: std::mem::replace(&mut self.exited, Mask::empty(0)),
             copies: std::mem::take(&mut self.copies),
+            tma_stores: std::mem::take(&mut self.tma_stores),
             mbarriers: std::mem::take(&mut self.mbarriers),
             tensor_maps: std::mem::take(&mut self.tensor_maps),
             steps: self.steps,
@@ -291,6 +297,7 @@ impl<'m, 'a> Machine<'m, 'a> {
         self.mem = state.mem;
         self.exited = state.exited;
         self.copies = state.copies;
+        self.tma_stores = state.tma_stores;
         self.mbarriers = state.mbarriers;
         self.tensor_maps = state.tensor_maps;
         self.steps = state.steps;
@@ -354,6 +361,7 @@ impl<'m, 'a> Machine<'m, 'a> {
         self.block = block;
         self.exited = Mask::empty(self.threads);
         self.copies = (0..self.threads).map(|_| Copies::default()).collect();
+        self.tma_stores = (0..self.threads).map(|_| BulkStores::default()).collect();
         self.wgmma = WgmmaInFlight::default();
         self.mbarriers = Mbarriers::default();
         self.mem.start_block(self.threads);
@@ -363,7 +371,13 @@ impl<'m, 'a> Machine<'m, 'a> {
         }
         self.frames = vec![frame];
         let mut active = Mask::full(self.threads);
-        self.exec_block(&kernel.body, &mut active)
+        self.exec_block(&kernel.body, &mut active)?;
+        // The threads that ran to the end exit at the kernel's closing brace.
+        let end = Span {
+            start: kernel.span.end.saturating_sub(1),
+            ..kernel.span
+        };
+        self.check_stores_retired(&active, end)
     }
 
     /// Evaluate an expression over the kernel's parameters alone (the launch grid), with one
@@ -645,6 +659,7 @@ impl<'m, 'a> Machine<'m, 'a> {
                 // Returning from the kernel ends the thread; from a device function, the thread
                 // waits at the call for the others.
                 if self.frames.len() == 1 {
+                    self.check_stores_retired(active, stmt.span)?;
                     self.exited.union_with(active);
                 }
                 active.clear();

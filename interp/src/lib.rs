@@ -31,6 +31,9 @@
 //!   its arrival (`mbarrier_arrive`, `mbarrier_expect_tx`) are ordered before another thread's
 //!   accesses after its `mbarrier_wait` returns for the phase that arrival completed
 //!   (transitively). Global memory is not race-checked.
+//! - a `tma_store` writes global memory when issued, reading its shared source then; the source
+//!   must hold the same bytes when the `tma_store_wait` that covers the store retires it, and a
+//!   thread may not exit with stores not retired.
 //!
 //! ```
 //! use zinc_interp::{Arg, Buffer, Interpreter, Value};

@@ -747,6 +747,25 @@ impl<'m, 'a> Memory<'m, 'a> {
         Ok(self.access(ptr, len, who, Access::Read)?.to_vec())
     }
 
+    /// A write of raw bytes (a landing cp.async, a TMA store's row).
+    pub fn write(&mut self, ptr: Pointer, data: &[u8], who: Touch<'m>) -> Result<(), Fault<'m>> {
+        self.access(ptr, data.len(), who, Access::Write)?
+            .copy_from_slice(data);
+        Ok(())
+    }
+
+    /// The first of the bytes from `ptr` on that no longer holds its value in `before`;
+    /// unlogged, as no thread reads them (a retired TMA store's source against what it read).
+    pub fn first_change(
+        &mut self,
+        ptr: Pointer,
+        before: &[u8],
+    ) -> Result<Option<usize>, Fault<'m>> {
+        let range = self.locate(ptr, before.len(), Access::Read)?;
+        let now = self.bytes_mut(ptr.region, range);
+        Ok(now.iter().zip(before).position(|(a, b)| a != b))
+    }
+
     /// Start a `cp_async` of `len` bytes into shared memory at `dst`: it counts as a write now,
     /// and the bytes may not be touched until [`Memory::finish_copy`].
     pub fn start_copy(
@@ -835,9 +854,7 @@ impl<'m, 'a> Memory<'m, 'a> {
             let base = self.shared.arrays[array].base;
             self.shared.in_flight[base + range.start..base + range.end].fill(None);
         }
-        self.access(dst, data.len(), who, Access::Write)?
-            .copy_from_slice(data);
-        Ok(())
+        self.write(dst, data, who)
     }
 
     /// An atomic read-modify-write; `f` gives the new value from the old one.

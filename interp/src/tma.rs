@@ -1,5 +1,5 @@
-//! Hopper's mbarriers and TMA tensor copies (`tma_load`, `cp.async.bulk.tensor.2d`; `tma_prefetch`
-//! only checks its map).
+//! Hopper's mbarriers and TMA tensor copies (`tma_load` and `tma_store`, `cp.async.bulk.tensor.2d`;
+//! `tma_prefetch` only checks its map).
 //!
 //! An mbarrier counts arrivals (`mbarrier_expect_tx`, one per thread) and transaction bytes
 //! (added by `mbarrier_expect_tx`, taken off by each `tma_load` that completes on it); when both
@@ -10,14 +10,22 @@
 //! completed suspends its role while another role runs (`roles`); in lock step, or when every
 //! role waits, it would wait forever: an error. Arrivals and waits also order the threads'
 //! shared-memory accesses for the race detector (`memory`).
+//!
+//! A `tma_store` writes its box to global memory at once, reading the shared source as the
+//! issuing thread's read. On the GPU the TMA reads the source later, until a `tma_store_wait`
+//! covers the store's bulk group: each thread keeps its stores in their groups with the bytes
+//! they read, a wait that retires a store reports a source that changed since, and a thread
+//! may not exit before its stores are retired.
 
 use std::collections::HashMap;
 
+use zinc_dsl::diag::Span;
 use zinc_dsl::ir::{Expr, Function, FunctionKind, Scalar, TensorMap, Type};
 
-use crate::error::ErrorKind;
+use crate::copy::Groups;
+use crate::error::{ErrorKind, Location};
 use crate::exec::{Lanes, Machine, Mask, Result, UNSET};
-use crate::memory::TmaGuard;
+use crate::memory::{TmaGuard, Touch};
 use crate::value::{Pointer, Region, Value};
 
 /// Where an mbarrier lives: shared array and byte offset.
@@ -66,6 +74,60 @@ pub(crate) struct EncodedMap {
     rows: u64,
     cols: u64,
 }
+
+/// The part of a box inside its tensor: `columns` elements of each of `rows`, given as the
+/// box's row and the address of its first element in the tensor.
+struct BoxInTensor {
+    rows: Vec<(usize, Pointer)>,
+    columns: usize,
+}
+
+/// The two TMA tensor copies, for what they share: the box in shared memory.
+#[derive(Copy, Clone)]
+enum BoxCopy {
+    Load,
+    Store,
+}
+
+impl BoxCopy {
+    fn name(self) -> &'static str {
+        match self {
+            BoxCopy::Load => "tma_load",
+            BoxCopy::Store => "tma_store",
+        }
+    }
+
+    /// The operation a misaligned shared box is reported as, with the map's swizzle or not.
+    fn misaligned(self, swizzled: bool) -> &'static str {
+        match (self, swizzled) {
+            (BoxCopy::Load, false) => "tma_load (the destination must be 128-byte aligned)",
+            (BoxCopy::Load, true) => "tma_load (a swizzled box needs a destination aligned to 8 of its rows: a `swizzle`d array of rows of its width)",
+            (BoxCopy::Store, false) => "tma_store (the source must be 128-byte aligned)",
+            (BoxCopy::Store, true) => "tma_store (a swizzled box needs a source aligned to 8 of its rows: a `swizzle`d array of rows of its width)",
+        }
+    }
+}
+
+/// Where element (`r`, `c`) of a box of `tm` is in shared memory, in bytes from the box's start:
+/// row after row, each `box_cols` elements, in the map's swizzle when it has one (address bits
+/// 4.. XORed with the bits 7.. that count 128-byte lines, as many bits as the swizzle has
+/// 16-byte chunks per row: the layout of a `swizzle`d array of rows of that width).
+fn box_byte(tm: &TensorMap, r: usize, c: usize) -> usize {
+    let chunk_mask = (tm.swizzle_bytes() as usize / 16).saturating_sub(1);
+    let at = (r * tm.box_cols as usize + c) * tm.elem.size() as usize;
+    at ^ (((at >> 7) & chunk_mask) << 4)
+}
+
+/// A `tma_store` whose shared source the TMA may still be reading: the bytes it read at issue,
+/// which must still be there when a wait retires it.
+pub(crate) struct StoreSource<'m> {
+    src: Pointer,
+    bytes: Vec<u8>,
+    who: Touch<'m>,
+}
+
+/// A thread's TMA stores in their bulk groups.
+pub(crate) type BulkStores<'m> = Groups<StoreSource<'m>>;
 
 /// The hardware's limit on an mbarrier's transaction count (2^20 - 1).
 const MAX_TX_BYTES: i64 = (1 << 20) - 1;
@@ -388,40 +450,10 @@ impl<'m> Machine<'m, '_> {
         let [dst, map, row, col, bar] = args else {
             return Err(self.malformed(e.span, "tma_load without five operands"));
         };
-        let kernel = self.kernel_fn();
         for t in mask.lanes() {
             let (tm, encoded) = self.checked_map(map[t], "tma_load", e)?;
-            let EncodedMap {
-                tensor,
-                offset,
-                rows,
-                cols,
-            } = encoded;
-            let d = self.pointer(dst[t], e.span)?;
-            let Region::Shared(array) = d.region else {
-                return Err(self.malformed(e.span, "a tma_load destination outside shared memory"));
-            };
-            // A swizzled box needs the pattern's period: 8 rows of its width.
-            let align = match tm.swizzle_bytes() {
-                0 => 128,
-                b => 8 * u64::from(b),
-            };
-            if d.offset % align as i64 != 0 || kernel.shared[array].align() < align {
-                let op = match tm.swizzle_bytes() {
-                    0 => "tma_load (the destination must be 128-byte aligned)",
-                    _ => "tma_load (a swizzled box needs a destination aligned to 8 of its rows: a `swizzle`d array of rows of its width)",
-                };
-                return Err(self.error_at(
-                    e.span,
-                    ErrorKind::Misaligned {
-                        op,
-                        thread: self.thread_id(t),
-                        offset: d.offset,
-                        align: align as u32,
-                    },
-                ));
-            }
-            let data = self.read_box(tm, tensor, [offset, rows, cols], [row[t], col[t]], t, e)?;
+            let d = self.shared_box(dst[t], tm, BoxCopy::Load, t, e)?;
+            let data = self.read_box(tm, encoded, [row[t], col[t]], t, e)?;
             let p = self.mbarrier_at(bar[t], t, "tma_load", e)?;
             self.touch_mbarrier(p, t, e)?;
             let b = self.mbarrier("tma_load", p, t, e)?;
@@ -489,56 +521,226 @@ impl<'m> Machine<'m, '_> {
         Ok((tm, encoded))
     }
 
-    /// The box of `tm` whose first element is `(row, col)`, as it lands in shared memory: row
-    /// after row, each `box_cols` elements, in the map's swizzle when it has one (address bits
-    /// 4.. XORed with the bits 7.. that count 128-byte lines, as many bits as the swizzle has
-    /// 16-byte chunks per row: the layout of a `swizzle`d array of rows of that width), zero
-    /// where the box leaves the tensor, which starts `offset` elements into `tensor`.
-    fn read_box(
-        &mut self,
+    /// The shared box of a TMA copy of `tm` at thread `t`'s address `v`, aligned as the TMA
+    /// needs it: 128 bytes, and a swizzled box the pattern's period (8 rows of its width).
+    fn shared_box(
+        &self,
+        v: Value,
         tm: &TensorMap,
-        tensor: Value,
-        [offset, rows, cols]: [u64; 3],
-        [row, col]: [Value; 2],
+        copy: BoxCopy,
         t: usize,
-        e: &'m Expr,
-    ) -> Result<Vec<u8>> {
-        let mut src = self.pointer(tensor, e.span)?;
+        e: &Expr,
+    ) -> Result<Pointer> {
+        let p = self.pointer(v, e.span)?;
+        let Region::Shared(array) = p.region else {
+            let what = format!("a {} box outside shared memory", copy.name());
+            return Err(self.malformed(e.span, what));
+        };
+        let align = match tm.swizzle_bytes() {
+            0 => 128,
+            b => 8 * u64::from(b),
+        };
+        if p.offset % align as i64 != 0 || self.kernel_fn().shared[array].align() < align {
+            return Err(self.error_at(
+                e.span,
+                ErrorKind::Misaligned {
+                    op: copy.misaligned(tm.swizzle_bytes() != 0),
+                    thread: self.thread_id(t),
+                    offset: p.offset,
+                    align: align as u32,
+                },
+            ));
+        }
+        Ok(p)
+    }
+
+    /// The part of the box of `tm` whose first element is `(row, col)` that lies inside the
+    /// tensor `encoded` (the rest is zero-filled by loads and not written by stores).
+    fn box_in_tensor(
+        &self,
+        tm: &TensorMap,
+        encoded: EncodedMap,
+        [row, col]: [Value; 2],
+        e: &Expr,
+    ) -> Result<BoxInTensor> {
+        let EncodedMap {
+            tensor,
+            offset,
+            rows,
+            cols,
+        } = encoded;
+        let mut start = self.pointer(tensor, e.span)?;
         let size = tm.elem.size() as usize;
-        src.offset += (offset as usize * size) as i64;
-        if src.offset % 16 != 0 {
+        start.offset += (offset as usize * size) as i64;
+        if start.offset % 16 != 0 {
             let map = tm.name.clone();
             let what = format!(
                 "the tensor starts {} bytes into its buffer: TMA needs a 16-byte aligned start",
-                src.offset
+                start.offset
             );
             return Err(self.error_at(e.span, ErrorKind::TensorMap { map, what }));
         }
-        let chunk_mask = (tm.swizzle_bytes() as usize / 16).saturating_sub(1);
         let (row, col) = (u64::from(row.reg_bits()), u64::from(col.reg_bits()));
+        let columns = cols.saturating_sub(col).min(u64::from(tm.box_cols)) as usize;
+        let rows_inside = match columns {
+            0 => 0,
+            _ => rows.saturating_sub(row).min(u64::from(tm.box_rows)),
+        };
+        let rows = (0..rows_inside)
+            .map(|r| {
+                let element = (row + r) * cols + col;
+                let at = Pointer {
+                    region: start.region,
+                    offset: start.offset + (element as usize * size) as i64,
+                };
+                (r as usize, at)
+            })
+            .collect();
+        Ok(BoxInTensor { rows, columns })
+    }
+
+    /// The box of `tm` whose first element is `(row, col)`, as it lands in shared memory
+    /// ([`box_byte`]), zero where the box leaves the tensor.
+    fn read_box(
+        &mut self,
+        tm: &TensorMap,
+        encoded: EncodedMap,
+        corner: [Value; 2],
+        t: usize,
+        e: &'m Expr,
+    ) -> Result<Vec<u8>> {
+        let size = tm.elem.size() as usize;
+        let inside = self.box_in_tensor(tm, encoded, corner, e)?;
         let mut data = vec![0u8; tm.box_bytes() as usize];
-        // Columns of the box inside the tensor; the rest stay zero.
-        let inside = cols.saturating_sub(col).min(u64::from(tm.box_cols)) as usize;
-        for r in 0..u64::from(tm.box_rows) {
-            if row + r >= rows || inside == 0 {
-                continue;
-            }
-            let start = Pointer {
-                region: src.region,
-                offset: src.offset + (((row + r) * cols + col) as usize * size) as i64,
-            };
+        for (r, start) in inside.rows {
             let who = self.touch(t, e.span);
             let bytes = self
                 .mem
-                .read(start, inside * size, who)
+                .read(start, inside.columns * size, who)
                 .map_err(|f| self.fault(f, t, e.span))?;
             for (c, element) in bytes.chunks_exact(size).enumerate() {
-                let mut at = (r as usize * tm.box_cols as usize + c) * size;
-                at ^= ((at >> 7) & chunk_mask) << 4;
+                let at = box_byte(tm, r, c);
                 data[at..at + size].copy_from_slice(element);
             }
         }
         Ok(data)
+    }
+
+    /// Writes the part inside the tensor of the box of `tm` whose first element is `(row, col)`
+    /// from `data`, laid out as [`read_box`](Self::read_box) gives it, as thread `t`'s stores.
+    fn write_box(
+        &mut self,
+        tm: &TensorMap,
+        encoded: EncodedMap,
+        corner: [Value; 2],
+        data: &[u8],
+        t: usize,
+        e: &'m Expr,
+    ) -> Result<()> {
+        let size = tm.elem.size() as usize;
+        let inside = self.box_in_tensor(tm, encoded, corner, e)?;
+        for (r, start) in inside.rows {
+            let row: Vec<u8> = (0..inside.columns)
+                .flat_map(|c| {
+                    let at = box_byte(tm, r, c);
+                    &data[at..at + size]
+                })
+                .copied()
+                .collect();
+            let who = self.touch(t, e.span);
+            self.mem
+                .write(start, &row, who)
+                .map_err(|f| self.fault(f, t, e.span))?;
+        }
+        Ok(())
+    }
+
+    /// `tma_store(map, row, col, src)` for the active threads: the box is written now from the
+    /// source's bytes, read by the issuing thread, and the store stays pending with them until
+    /// a `tma_store_wait` retires it.
+    pub(crate) fn tma_store(&mut self, args: &[Lanes], mask: &Mask, e: &'m Expr) -> Result<Lanes> {
+        let [map, row, col, src] = args else {
+            return Err(self.malformed(e.span, "tma_store without four operands"));
+        };
+        for t in mask.lanes() {
+            let (tm, encoded) = self.checked_map(map[t], "tma_store", e)?;
+            // The checker sees a kernel's map's view, not the view behind a function's map.
+            let view = &self.kernel_fn().vars[tm.param.0 as usize];
+            if !matches!(view.ty, Type::View { mutable: true, .. }) {
+                let what = format!(
+                    "a tma_store writes through it, but `{}` is not a `global mut` view",
+                    view.name
+                );
+                let map = tm.name.clone();
+                return Err(self.error_at(e.span, ErrorKind::TensorMap { map, what }));
+            }
+            let s = self.shared_box(src[t], tm, BoxCopy::Store, t, e)?;
+            let who = self.touch(t, e.span);
+            let bytes = self
+                .mem
+                .read(s, tm.box_bytes() as usize, who)
+                .map_err(|f| self.fault(f, t, e.span))?;
+            self.write_box(tm, encoded, [row[t], col[t]], &bytes, t, e)?;
+            self.tma_stores[t].issue(StoreSource { src: s, bytes, who });
+        }
+        Ok(vec![UNSET; self.threads])
+    }
+
+    /// `tma_store_commit()`: each active thread's pending stores become a bulk group.
+    pub(crate) fn tma_store_commit(&mut self, mask: &Mask) -> Lanes {
+        for t in mask.lanes() {
+            self.tma_stores[t].commit();
+        }
+        vec![UNSET; self.threads]
+    }
+
+    /// `tma_store_wait(n)`: the stores of each active thread's bulk groups but the newest `n`
+    /// are done reading their sources, which must hold what they read at issue.
+    pub(crate) fn tma_store_wait(&mut self, n: u8, mask: &Mask, e: &'m Expr) -> Result<Lanes> {
+        for t in mask.lanes() {
+            for store in self.tma_stores[t].complete(usize::from(n)) {
+                let changed = self
+                    .mem
+                    .first_change(store.src, &store.bytes)
+                    .map_err(|f| self.fault(f, t, e.span))?;
+                let Some(byte) = changed else {
+                    continue;
+                };
+                let Region::Shared(array) = store.src.region else {
+                    unreachable!("tma_store sources are shared")
+                };
+                let shared = &self.kernel_fn().shared[array];
+                let index = (store.src.offset as u64 + byte as u64) / u64::from(shared.elem.size());
+                return Err(self.error_at(
+                    e.span,
+                    ErrorKind::TmaStoreSourceOverwritten {
+                        thread: self.thread_id(t),
+                        store: Location::new(store.who.site, self.sources),
+                        array: shared.name.clone(),
+                        index,
+                    },
+                ));
+            }
+        }
+        Ok(vec![UNSET; self.threads])
+    }
+
+    /// The threads of `mask` exit at `span`: the TMA may read none of their stores' sources
+    /// any more, which only a `tma_store_wait` covering them says.
+    pub(crate) fn check_stores_retired(&self, mask: &Mask, span: Span) -> Result<()> {
+        for t in mask.lanes() {
+            if let Some((store, committed)) = self.tma_stores[t].oldest() {
+                return Err(self.error_at(
+                    span,
+                    ErrorKind::TmaStoreUnfinished {
+                        thread: self.thread_id(t),
+                        store: Location::new(store.who.site, self.sources),
+                        committed,
+                    },
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -624,6 +624,30 @@ mod tests {
         ));
     }
 
+    /// A map over the kernel's output (what `tma_store` writes through) is parsed and sized as
+    /// an input's; the launch encodes it from the output's buffer.
+    #[test]
+    fn tensor_maps_over_outputs_are_sized_like_inputs() {
+        let maps = r#"[{"param": "c", "elem": "f32", "rows": "n / 32", "cols": "32",
+                        "box": [16, 32], "swizzle": 128}]"#;
+        let mut v: serde_json::Value = serde_json::from_str(VECTOR_ADD).unwrap();
+        v["tensor_maps"] = serde_json::from_str(maps).unwrap();
+        let s = KernelSignature::from_json(&v.to_string()).unwrap();
+        assert_eq!(s.tensor_maps[0].param, 2);
+        assert!(matches!(
+            s.params[2].kind,
+            ParamKind::View { mutable: true, .. }
+        ));
+        assert_eq!(tensor_map_extents(&s, &good_args(64)), Ok(vec![[0, 2, 32]]));
+        let mut args = good_args(64);
+        args[2] = buf(DType::F32, 63, true);
+        assert!(matches!(
+            tensor_map_extents(&s, &args),
+            Err(LaunchError::TensorMap { param, reason, .. })
+                if param == "c" && reason.contains("do not fit")
+        ));
+    }
+
     #[test]
     fn grid_beyond_u32_is_reported() {
         let text = VECTOR_ADD.replace("((n + 255) / 256)", "n * n");

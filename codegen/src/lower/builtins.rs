@@ -186,7 +186,10 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             | Builtin::MbarrierArrive
             | Builtin::MbarrierWait
             | Builtin::TmaLoad
-            | Builtin::TmaPrefetch => {
+            | Builtin::TmaPrefetch
+            | Builtin::TmaStore
+            | Builtin::TmaStoreCommit
+            | Builtin::TmaStoreWait(_) => {
                 self.async_copy_op(builtin, &vals, span)?;
                 return Ok(None);
             }

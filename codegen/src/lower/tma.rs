@@ -44,10 +44,14 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
     ) -> Result<()> {
         let params: Vec<BasicMetadataTypeEnum> = args.iter().map(|a| a.get_type().into()).collect();
         let fn_ty = self.ctx.void_type().fn_type(&params, false);
+        let clobbers = match constraints {
+            "" => "~{memory}".to_string(),
+            _ => format!("{constraints},~{{memory}}"),
+        };
         let asm = self.ctx.create_inline_asm(
             fn_ty,
             template.to_string(),
-            format!("{constraints},~{{memory}}"),
+            clobbers,
             true,
             false,
             None,
@@ -114,7 +118,8 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
             .ok_or_else(|| internal("tensor map parameter missing", span))
     }
 
-    /// `mbarrier_init`, `mbarrier_expect_tx`, `mbarrier_arrive`, `mbarrier_wait` and `tma_load`.
+    /// `mbarrier_init`, `mbarrier_expect_tx`, `mbarrier_arrive`, `mbarrier_wait`, the TMA
+    /// copies (`tma_load`, `tma_prefetch`, `tma_store`) and the bulk groups of stores.
     pub(super) fn async_copy_op(
         &self,
         op: Builtin,
@@ -164,6 +169,26 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
                 "cp.async.bulk.prefetch.tensor.2d.L2.global.tile [$0, {$1, $2}];",
                 "l,r,r",
                 &[self.map_u64(*map, span)?, *col, *row],
+                span,
+            ),
+            (Builtin::TmaStore, [map, row, col, src]) => self.asm_statement(
+                "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];",
+                "l,r,r,r",
+                &[
+                    self.map_u64(*map, span)?,
+                    *col,
+                    *row,
+                    self.shared_u32(*src, span)?,
+                ],
+                span,
+            ),
+            (Builtin::TmaStoreCommit, []) => {
+                self.asm_statement("cp.async.bulk.commit_group;", "", &[], span)
+            }
+            (Builtin::TmaStoreWait(groups), []) => self.asm_statement(
+                &format!("cp.async.bulk.wait_group.read {groups};"),
+                "",
+                &[],
                 span,
             ),
             _ => Err(internal("malformed mbarrier or TMA operation", span)),

@@ -1,7 +1,7 @@
 //! Tensor maps, mbarriers and TMA copies: the kernel's by-value map parameters, the PTX
 //! instructions, the manifest entry, ptxas acceptance and the SASS (UTMALDG), maps passed to
-//! device functions, L2 prefetches, the error for archs other than sm_90a, plain arrivals and
-//! register budgets.
+//! device functions, L2 prefetches, TMA stores and their bulk groups, the error for archs other
+//! than sm_90a, plain arrivals and register budgets.
 
 use super::ptxas::sass_of;
 use zinc_codegen::{compile, Emit, Options};
@@ -258,4 +258,60 @@ kernel split(y: global mut [u32]) grid(1) block(384) {
         sass.contains("USETMAXREG"),
         "no register budget change in the SASS:\n{sass}"
     );
+}
+
+/// A block stages its f32 tile in a `swizzle`d array and one thread stores it through the map of
+/// the `global mut` output, in a device function taking the map, then commits and waits for the
+/// bulk group twice (the constant count goes into the instruction).
+const STORE_SOURCE: &str = "
+fn store_tile(m: tensor_map<f32>, row: u32, col: u32, src: shared [f32]) {
+    tma_store(m, row, col, src);
+}
+kernel store_box(x: global [f32], y: global mut [f32], T: u32, N: u32)
+    grid(cdiv(N, 32), cdiv(T, 16)) block(128) {
+    shared stage: [16][32] f32 swizzle;
+    let ym = tensor_map(y, T, N, 16, 32);
+    for i in thread.x..512u32 step 128 {
+        stage[i / 32][i % 32] = x[i] * 2.0;
+    }
+    fence_proxy_async();
+    barrier();
+    if thread.x == 0 {
+        tma_store(ym, block.y * 16, block.x * 32, stage[0][0]);
+        store_tile(ym, block.y * 16 + 16, block.x * 32, stage + 0);
+        tma_store_commit();
+        tma_store_wait(1);
+        tma_store_wait(0);
+    }
+}";
+
+#[test]
+fn tma_stores_emit_bulk_tensor_stores_and_their_groups() {
+    let (ptx, manifest) = build_source(STORE_SOURCE, "sm_90a", 3).unwrap();
+    // The output's map: a `global mut` view, 128-byte box rows in the 128-byte swizzle.
+    assert!(
+        manifest.contains(r#""tensor_maps": [{"param": "y", "elem": "f32", "offset": "0", "rows": "T", "cols": "N", "box": [16, 32], "swizzle": 128}]"#),
+        "{manifest}"
+    );
+    let needle = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [";
+    assert_eq!(ptx.matches(needle).count(), 2, "{ptx}");
+    for needle in [
+        "cp.async.bulk.commit_group;",
+        "cp.async.bulk.wait_group.read 1;",
+        "cp.async.bulk.wait_group.read 0;",
+    ] {
+        assert!(ptx.contains(needle), "missing `{needle}` in:\n{ptx}");
+    }
+    let sass = assemble(&ptx, "store");
+    assert!(
+        sass.contains("UTMASTG"),
+        "no TMA store in the SASS:\n{sass}"
+    );
+    let (unoptimized, _) = build_source(STORE_SOURCE, "sm_90a", 0).unwrap();
+    assert!(unoptimized.contains(needle), "{unoptimized}");
+    assemble(&unoptimized, "store-O0");
+    for arch in ["sm_89", "sm_90", "sm_120"] {
+        let err = build_source(STORE_SOURCE, arch, 3).unwrap_err();
+        assert!(err.contains("sm_90a-only"), "{arch}: {err}");
+    }
 }

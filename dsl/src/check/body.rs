@@ -24,8 +24,8 @@ pub enum Context {
 pub enum Binding {
     Var(VarId),
     Shared(SharedId),
-    /// A tensor map, by index into the kernel's `tensor_maps` (only `tma_load`, `tma_prefetch`
-    /// and functions' `tensor_map<T>` parameters take it).
+    /// A tensor map, by index into the kernel's `tensor_maps` (only `tma_load`, `tma_prefetch`,
+    /// `tma_store` and functions' `tensor_map<T>` parameters take it).
     TensorMap(u32),
     /// A compile-time parameter.
     Const(Scalar, ConstValue),

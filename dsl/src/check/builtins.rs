@@ -54,6 +54,9 @@ pub enum Name {
     MbarrierWait,
     TmaLoad,
     TmaPrefetch,
+    TmaStore,
+    TmaStoreCommit,
+    TmaStoreWait,
     /// `tensor_map(...)`, which is only a declaration (`let m = tensor_map(...)`).
     TensorMap,
 }
@@ -122,6 +125,9 @@ const TABLE: &[(&str, Name)] = &[
     ("mbarrier_wait", Name::MbarrierWait),
     ("tma_load", Name::TmaLoad),
     ("tma_prefetch", Name::TmaPrefetch),
+    ("tma_store", Name::TmaStore),
+    ("tma_store_commit", Name::TmaStoreCommit),
+    ("tma_store_wait", Name::TmaStoreWait),
     ("tensor_map", Name::TensorMap),
 ];
 
@@ -557,6 +563,25 @@ impl FnCx<'_, '_> {
             }
             Name::TmaLoad => self.tma_load(args, span),
             Name::TmaPrefetch => self.tma_prefetch(args, span),
+            Name::TmaStore => self.tma_store(args, span),
+            Name::TmaStoreCommit => {
+                self.arity(name, args, 0, span)?;
+                Ok(mk(
+                    ir::ExprKind::Builtin(Builtin::TmaStoreCommit, vec![]),
+                    Type::Void,
+                    span,
+                ))
+            }
+            Name::TmaStoreWait => {
+                self.arity(name, args, 1, span)?;
+                let what = "the number of bulk groups `tma_store_wait` leaves reading";
+                let n = self.const_int(&args[0], Scalar::U32, what, 0..=7)?;
+                Ok(mk(
+                    ir::ExprKind::Builtin(Builtin::TmaStoreWait(n as u8), vec![]),
+                    Type::Void,
+                    span,
+                ))
+            }
             Name::TensorMap => {
                 let d = Diagnostic::error(
                     "`tensor_map(...)` declares a tensor map: write `let name = tensor_map(...)` at the top level of a kernel body",
@@ -753,18 +778,7 @@ impl FnCx<'_, '_> {
         let Type::TensorMap(elem) = map.ty else {
             unreachable!("map_operand gives tensor maps")
         };
-        let dst = self.address(&args[0])?;
-        let fits = matches!(
-            &dst.ty,
-            Type::View { space: Space::Shared, elem: e, mutable: true } if e.scalar() == Some(elem)
-        );
-        if !fits {
-            let need = format!(
-                "a shared view of `{}` (the tensor map's elements)",
-                elem.name()
-            );
-            return Err(self.bad_arg("tma_load", &need, &dst));
-        }
+        let dst = self.box_operand("tma_load", &args[0], elem, true)?;
         let u32_ty = Type::Scalar(Scalar::U32);
         let row = self.expect(&args[2], &u32_ty, "the row of `tma_load`");
         let col = self.expect(&args[3], &u32_ty, "the column of `tma_load`");
@@ -789,6 +803,66 @@ impl FnCx<'_, '_> {
             Type::Void,
             span,
         ))
+    }
+
+    /// `tma_store(map, row, col, src)`: write the box of tensor map `map` at (row, col) from
+    /// `src`, a shared view of the map's elements, to global memory.
+    fn tma_store(&mut self, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
+        self.arity("tma_store", args, 4, span)?;
+        let map = self.map_operand(&args[0], "the first argument of `tma_store`", None)?;
+        let Type::TensorMap(elem) = map.ty else {
+            unreachable!("map_operand gives tensor maps")
+        };
+        // A kernel's map shows its view; a function's map parameter does not (the interpreter
+        // checks those at the store).
+        if let ir::ExprKind::TensorMap(i) = map.kind {
+            let param = self.tensor_maps[i as usize].param;
+            let var = &self.vars[param.0 as usize];
+            if !matches!(var.ty, Type::View { mutable: true, .. }) {
+                let d = Diagnostic::error(
+                    format!(
+                        "`tma_store` writes through the tensor map over `{}`, which is not a `global mut` view",
+                        var.name
+                    ),
+                    args[0].span,
+                );
+                return Err(self.error(d));
+            }
+        }
+        let u32_ty = Type::Scalar(Scalar::U32);
+        let row = self.expect(&args[1], &u32_ty, "the row of `tma_store`");
+        let col = self.expect(&args[2], &u32_ty, "the column of `tma_store`");
+        let src = self.box_operand("tma_store", &args[3], elem, false);
+        Ok(mk(
+            ir::ExprKind::Builtin(Builtin::TmaStore, vec![map, row?, col?, src?]),
+            Type::Void,
+            span,
+        ))
+    }
+
+    /// The shared box of a TMA copy `name` (`tma_load`'s destination, `tma_store`'s source): a
+    /// view of the map's elements `elem` or an element `s[i][j]`, writable when `written`.
+    fn box_operand(
+        &mut self,
+        name: &str,
+        e: &ast::Expr,
+        elem: Scalar,
+        written: bool,
+    ) -> Res<ir::Expr> {
+        let view = self.address(e)?;
+        let fits = matches!(
+            &view.ty,
+            Type::View { space: Space::Shared, elem: e, mutable }
+                if e.scalar() == Some(elem) && (*mutable || !written)
+        );
+        if !fits {
+            let need = format!(
+                "a shared view of `{}` (the tensor map's elements)",
+                elem.name()
+            );
+            return Err(self.bad_arg(name, &need, &view));
+        }
+        Ok(view)
     }
 
     /// A tensor map operand (`what`, of elements `elem` when given): the name of one of the

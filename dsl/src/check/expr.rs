@@ -403,7 +403,7 @@ impl FnCx<'_, '_> {
     /// Tensor map `n` used where a value is wanted.
     fn not_a_value_map(&mut self, n: &str, span: Span) -> Reported {
         let d = Diagnostic::error(
-            format!("`{n}` is a tensor map, which only `tma_load` and `tma_prefetch` take, or a function's `tensor_map<T>` parameter"),
+            format!("`{n}` is a tensor map, which only `tma_load`, `tma_prefetch` and `tma_store` take, or a function's `tensor_map<T>` parameter"),
             span,
         );
         self.error(d)
