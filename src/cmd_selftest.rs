@@ -548,11 +548,13 @@ mod tests {
     ///   reading past T), and 256 and then 90 (two 64-token tiles, the second moved back to end
     ///   at T, both split in K) of a product split in K;
     /// - the two-warpgroup tiles of both as persistent blocks (dispatch::PERSISTENT_TILE), one
-    ///   an SM, on the engine's grids, with the run's tile count where it has one.
+    ///   an SM, on the engine's grids, with the run's tile count where it has one, and the same
+    ///   storing through shared memory (dispatch::PERSISTENT_TMA_STORE_TILE).
     #[test]
     fn runs_of_gemm_wg_tiles_make_the_whole_product() {
         use crate::gpu::dispatch::{
             gated_gemm, quant_gemm, token_head, wave_tail, PERSISTENT_TILE,
+            PERSISTENT_TMA_STORE_TILE,
         };
         use zinc_models::quant::GgmlType;
         // A launch: the variant, its T, first token row, first tile and tiles (None: all).
@@ -572,6 +574,13 @@ mod tests {
             ),
             silu([260, 64, 256], "BT=256"),
             silu([260, 64, 256], PERSISTENT_TILE),
+            silu([256, 192, 256], PERSISTENT_TMA_STORE_TILE),
+            (
+                "gemm_wg.tile",
+                "gemm_q6k_wg",
+                [256, 320, 512],
+                PERSISTENT_TMA_STORE_TILE,
+            ),
             ("gemm_wg.tile", "gemm_q4k_wg", [346, 136, 1024], "BT=256"),
         ];
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
@@ -703,7 +712,10 @@ mod tests {
     /// to tile: 300 tokens (two token tiles, the second ragged) by 136 rows (two tiles of 128,
     /// the second ragged; a gated unit's 72 outputs likewise), on one block and on three (block
     /// 0 takes tiles 0 and 3). K of three super-blocks leaves the weights' two-deep ring on the
-    /// other parity at the next tile; Q6_K reloads its d words per tile.
+    /// other parity at the next tile; Q6_K reloads its d words per tile. Each also stores
+    /// through shared memory (TMA_STORE): the first token tile's chunks go out as TMA stores
+    /// clipped at N, the second (moved back to end at T) takes the direct stores, and one block
+    /// carries the staging halves' mbarrier phases from tile to tile.
     #[test]
     fn persistent_gemm_wg_blocks_take_every_tile() {
         let cases = [
@@ -726,8 +738,11 @@ mod tests {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
         for (file, kernel, tile, shape) in cases {
             let case = WgCase::new(kernel, shape);
-            for blocks in [1, 3] {
-                let variant = format!("{tile},PRODUCER=1,PERSIST={blocks}");
+            for (blocks, store) in [1, 3]
+                .into_iter()
+                .flat_map(|b| [(b, ""), (b, ",TMA_STORE=1")])
+            {
+                let variant = format!("{tile},PRODUCER=1,PERSIST={blocks}{store}");
                 let c = compile(&dir.join(file), &variant);
                 let mut args = case.args(1);
                 let interp = Interpreter::new(&c.module).sources(&c.sources);

@@ -287,6 +287,9 @@ pub struct Gpu {
     split_stream_k: bool,
     /// The device's L2, which decides where stream-K's blocks would read X from DRAM.
     l2_bytes: usize,
+    /// Whether gemm_wg's persistent products store through shared memory with TMA stores
+    /// ([`dispatch::tma_store`]): with `ZINC_TMA_STORE=1`.
+    tma_store: bool,
 }
 
 /// Greedy decode steps recorded as CUDA graphs and replayed: the step's token and position live
@@ -342,6 +345,12 @@ fn stream_k_from_env() -> (Option<dispatch::StreamK>, bool) {
         eprintln!("warning: ZINC_STREAMK={value} is not 1 or 2 (or 0); stream-K stays off");
     }
     (how, value != "0")
+}
+
+/// Whether gemm_wg's persistent products take their TMA-store variant ([`Gpu::tma_store`]):
+/// with `ZINC_TMA_STORE=1`, until the H200 has timed it.
+fn tma_store_enabled() -> bool {
+    std::env::var("ZINC_TMA_STORE").as_deref() == Ok("1")
 }
 
 /// Whether prefill-size Q4_K, Q5_K, Q6_K and Q8_0 products may take the gemm_*_wg kernels
@@ -704,6 +713,7 @@ impl Gpu {
             stream_k,
             split_stream_k,
             l2_bytes: usize::try_from(device.props().l2_bytes).unwrap_or(usize::MAX),
+            tma_store: tma_store_enabled(),
         };
         gpu.wgmma = runs_wgmma(&gpu.registry);
         if graphs_enabled() {
@@ -797,7 +807,8 @@ impl Gpu {
     }
 
     /// The dispatch's kernel for a `t` x `n` x `k` product of `kind`, or its stream-K variant:
-    /// where [`Gpu::stream_k`] asks for one, else where [`dispatch::split_stream_k`] takes it.
+    /// where [`Gpu::stream_k`] asks for one, else where [`dispatch::split_stream_k`] takes it;
+    /// or else, with [`Gpu::tma_store`], its TMA-store variant ([`dispatch::tma_store`]).
     fn default_kernel(&self, kind: Product, t: usize, n: usize, k: usize) -> Option<String> {
         let name = match kind {
             Product::Matvec(ty) => Some(dispatch::matvec(ty, t, n, k)),
@@ -811,9 +822,16 @@ impl Gpu {
             Some(how) => dispatch::stream_k(&name, [t, n, k], gated, self.sms, self.l2_bytes, how),
             None if self.split_stream_k => dispatch::split_stream_k(&name, [t, n, k], self.sms),
             None => None,
-        }
-        .filter(|sk| self.registry.names().any(|n| n == sk));
-        Some(stream_k.unwrap_or(name))
+        };
+        let tma_store = || {
+            self.tma_store
+                .then(|| dispatch::tma_store(&name, n, gated))
+                .flatten()
+        };
+        let variant = stream_k
+            .or_else(tma_store)
+            .filter(|v| self.registry.names().any(|n| n == v));
+        Some(variant.unwrap_or(name))
     }
 
     /// Runs `plan`, a fused GEMM's launches for an `n` x `k` matrix, on `args` (its input,
