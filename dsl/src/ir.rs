@@ -689,6 +689,14 @@ pub enum AtomicOp {
     Exch,
 }
 
+/// What a `TmaStore` does with the box: write it (`tma_store`), or add it element by element
+/// into what the global memory holds, each element's add atomic (`tma_store_add`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TmaStoreOp {
+    Write,
+    Add,
+}
+
 /// Built-in operations. Argument lists, by variant:
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Builtin {
@@ -807,11 +815,12 @@ pub enum Builtin {
     /// for. Void.
     TmaPrefetch,
     /// `[map (a tensor map), row (u32), col (u32), src (shared view of the map's elements)]`:
-    /// `cp.async.bulk.tensor.2d.global.shared::cta.bulk_group`: write the box of the map whose
-    /// first element is (row, col) from `src`, laid out as `TmaLoad` lands that box, to global
-    /// memory; elements past the tensor's edges are not written. The TMA reads `src` through
-    /// the async proxy until a `TmaStoreWait` covers the store's bulk group. Void.
-    TmaStore,
+    /// `cp.async.bulk.tensor.2d.global.shared::cta.bulk_group` (or, adding, `cp.reduce.async.
+    /// bulk.tensor.2d.global.shared::cta.add.tile.bulk_group`): write (add) the box of the map
+    /// whose first element is (row, col) from `src`, laid out as `TmaLoad` lands that box, to
+    /// (into) global memory; elements past the tensor's edges are not written. The TMA reads
+    /// `src` through the async proxy until a `TmaStoreWait` covers the store's bulk group. Void.
+    TmaStore(TmaStoreOp),
     /// `[]`: `cp.async.bulk.commit_group`: close this thread's pending `TmaStore`s into a bulk
     /// group. Void.
     TmaStoreCommit,
@@ -842,7 +851,7 @@ pub fn needs_sm90a(m: &Module, f: &Function) -> bool {
                 | Builtin::MbarrierWait
                 | Builtin::TmaLoad
                 | Builtin::TmaPrefetch
-                | Builtin::TmaStore
+                | Builtin::TmaStore(_)
                 | Builtin::TmaStoreCommit
                 | Builtin::TmaStoreWait(_)
         )

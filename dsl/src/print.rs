@@ -6,7 +6,8 @@ use std::fmt::{self, Write};
 
 use crate::ir::{
     AtomicOp, Axis, Builtin, ConstValue, Expr, ExprKind, FenceScope, Function, FunctionKind,
-    LogicalOp, MathFn, Module, ShuffleMode, Space, Special, Stmt, StmtKind, Type, UnOp, VoteMode,
+    LogicalOp, MathFn, Module, ShuffleMode, Space, Special, Stmt, StmtKind, TmaStoreOp, Type, UnOp,
+    VoteMode,
 };
 
 impl fmt::Display for Type {
@@ -431,7 +432,8 @@ fn builtin(b: Builtin) -> String {
         Builtin::MbarrierWait => "mbarrier_wait",
         Builtin::TmaLoad => "tma_load",
         Builtin::TmaPrefetch => "tma_prefetch",
-        Builtin::TmaStore => "tma_store",
+        Builtin::TmaStore(TmaStoreOp::Write) => "tma_store",
+        Builtin::TmaStore(TmaStoreOp::Add) => "tma_store_add",
         Builtin::TmaStoreCommit => "tma_store_commit",
         Builtin::TmaStoreWait(n) => return format!("tma_store_wait<{n}>"),
     };

@@ -1243,6 +1243,25 @@ fn tma_stores_and_their_bulk_groups() {
         e.contains("`tma_store` needs a shared view of `f16` (the tensor map's elements), found `shared [f32]`"),
         "{e}"
     );
+    // `tma_store_add` takes the same operands, and elements the hardware adds.
+    let adds = tma_store_kernel(
+        "fn add(m: tensor_map<f32>, src: shared [f32]) { tma_store_add(m, 0, 0, src); }",
+        "if thread.x == 0 { tma_store_add(ym, 16, 32, stage[0][0]); add(ym, stage); }",
+    );
+    let m = compile_with(&adds, &[], &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(print_ir(&m).contains("tma_store_add(@ym, 16u32, 32u32, "));
+    fails(
+        "tma_store_add(xm, 0, 0, stage + 0);",
+        "`tma_store_add` writes through the tensor map over `x`, which is not a `global mut` view",
+    );
+    let e = error(&tma_store_kernel(
+        "fn add(m: tensor_map<u16>, src: shared [u16]) { tma_store_add(m, 0, 0, src); }",
+        "",
+    ));
+    assert!(
+        e.contains("`tma_store_add` adds f32, f16, i32 or u32 elements, not u16"),
+        "{e}"
+    );
 }
 
 #[test]

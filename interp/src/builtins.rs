@@ -133,7 +133,7 @@ impl<'m> Machine<'m, '_> {
             Builtin::MbarrierWait => self.mbarrier_wait(&vals, mask, e),
             Builtin::TmaLoad => self.tma_load(&vals, mask, e),
             Builtin::TmaPrefetch => self.tma_prefetch(&vals, mask, e),
-            Builtin::TmaStore => self.tma_store(&vals, mask, e),
+            Builtin::TmaStore(op) => self.tma_store(op, &vals, mask, e),
             Builtin::TmaStoreCommit => Ok(self.tma_store_commit(mask)),
             Builtin::TmaStoreWait(n) => self.tma_store_wait(n, mask, e),
             Builtin::Dp4a { unsigned_a } => {

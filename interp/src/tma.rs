@@ -19,8 +19,9 @@
 
 use std::collections::HashMap;
 
+use half::f16;
 use zinc_dsl::diag::Span;
-use zinc_dsl::ir::{Expr, Function, FunctionKind, Scalar, TensorMap, Type};
+use zinc_dsl::ir::{Expr, Function, FunctionKind, Scalar, TensorMap, TmaStoreOp, Type};
 
 use crate::copy::Groups;
 use crate::error::{ErrorKind, Location};
@@ -626,21 +627,22 @@ impl<'m> Machine<'m, '_> {
         Ok(data)
     }
 
-    /// Writes the part inside the tensor of the box of `tm` whose first element is `(row, col)`
-    /// from `data`, laid out as [`read_box`](Self::read_box) gives it, as thread `t`'s stores.
+    /// Writes (`op`) the part inside the tensor of the box of `tm` whose first element is
+    /// `(row, col)` from `data`, laid out as [`read_box`](Self::read_box) gives it, as thread
+    /// `t`'s stores.
     fn write_box(
         &mut self,
         tm: &TensorMap,
         encoded: EncodedMap,
         corner: [Value; 2],
-        data: &[u8],
+        (op, data): (TmaStoreOp, &[u8]),
         t: usize,
         e: &'m Expr,
     ) -> Result<()> {
         let size = tm.elem.size() as usize;
         let inside = self.box_in_tensor(tm, encoded, corner, e)?;
         for (r, start) in inside.rows {
-            let row: Vec<u8> = (0..inside.columns)
+            let mut row: Vec<u8> = (0..inside.columns)
                 .flat_map(|c| {
                     let at = box_byte(tm, r, c);
                     &data[at..at + size]
@@ -648,6 +650,13 @@ impl<'m> Machine<'m, '_> {
                 .copied()
                 .collect();
             let who = self.touch(t, e.span);
+            if op == TmaStoreOp::Add {
+                let held = self
+                    .mem
+                    .read(start, row.len(), who)
+                    .map_err(|f| self.fault(f, t, e.span))?;
+                add_elements(tm.elem, &mut row, &held);
+            }
             self.mem
                 .write(start, &row, who)
                 .map_err(|f| self.fault(f, t, e.span))?;
@@ -658,7 +667,13 @@ impl<'m> Machine<'m, '_> {
     /// `tma_store(map, row, col, src)` for the active threads: the box is written now from the
     /// source's bytes, read by the issuing thread, and the store stays pending with them until
     /// a `tma_store_wait` retires it.
-    pub(crate) fn tma_store(&mut self, args: &[Lanes], mask: &Mask, e: &'m Expr) -> Result<Lanes> {
+    pub(crate) fn tma_store(
+        &mut self,
+        op: TmaStoreOp,
+        args: &[Lanes],
+        mask: &Mask,
+        e: &'m Expr,
+    ) -> Result<Lanes> {
         let [map, row, col, src] = args else {
             return Err(self.malformed(e.span, "tma_store without four operands"));
         };
@@ -680,7 +695,7 @@ impl<'m> Machine<'m, '_> {
                 .mem
                 .read(s, tm.box_bytes() as usize, who)
                 .map_err(|f| self.fault(f, t, e.span))?;
-            self.write_box(tm, encoded, [row[t], col[t]], &bytes, t, e)?;
+            self.write_box(tm, encoded, [row[t], col[t]], (op, &bytes), t, e)?;
             self.tma_stores[t].issue(StoreSource { src: s, bytes, who });
         }
         Ok(vec![UNSET; self.threads])
@@ -758,5 +773,31 @@ fn extent_problem(rows: u64, cols: u64, size: u32) -> Option<String> {
         ))
     } else {
         None
+    }
+}
+
+/// `tma_store_add`'s elements: each of `row` (little-endian f32, f16, i32 or u32, as the checker
+/// allows) plus the one `held` at its place; f16 sums round once, integers wrap, as the
+/// hardware's do.
+fn add_elements(elem: Scalar, row: &mut [u8], held: &[u8]) {
+    if elem == Scalar::F16 {
+        for (sum, old) in row.chunks_exact_mut(2).zip(held.chunks_exact(2)) {
+            let [a, b] = [&*sum, old].map(|v| f16::from_le_bytes([v[0], v[1]]).to_f32());
+            sum.copy_from_slice(&f16::from_f32(a + b).to_le_bytes());
+        }
+        return;
+    }
+    for (sum, old) in row.chunks_exact_mut(4).zip(held.chunks_exact(4)) {
+        let (a, b) = (
+            <[u8; 4]>::try_from(&*sum).unwrap(),
+            <[u8; 4]>::try_from(old).unwrap(),
+        );
+        let added = match elem {
+            Scalar::F32 => (f32::from_le_bytes(a) + f32::from_le_bytes(b)).to_le_bytes(),
+            _ => u32::from_le_bytes(a)
+                .wrapping_add(u32::from_le_bytes(b))
+                .to_le_bytes(),
+        };
+        sum.copy_from_slice(&added);
     }
 }

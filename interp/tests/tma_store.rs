@@ -506,3 +506,82 @@ fn freeing_a_half_its_store_may_still_read_is_caught() {
         "{err}"
     );
 }
+
+/// `tma_store_add` adds its box into the output, clipped at the edges like `tma_store`: each
+/// block stages its 16 x 32 tile of `x` (f32, and f16 in 64-byte rows) and of `x`'s bits (u32,
+/// wrapping), and thread 0 adds them twice, so every element inside the tensor ends as its prior
+/// value plus twice the input's, in that order (f16 sums rounded each time), and every element
+/// outside keeps its prior value.
+#[test]
+fn added_boxes_accumulate_into_the_output() {
+    let text = "
+kernel stage_add(x: global [f32], yf: global mut [f32], yu: global mut [u32],
+                 yh: global mut [f16], T: u32, N: u32)
+    grid(cdiv(N, 32), cdiv(T, 16)) block(128)
+{
+    shared sf: [16][32] f32 swizzle;
+    shared su: [16][32] u32 swizzle;
+    shared sh: [16][32] f16 swizzle;
+    let fm = tensor_map(yf, T, N, 16, 32);
+    let um = tensor_map(yu, T, N, 16, 32);
+    let hm = tensor_map(yh, T, N, 16, 32);
+    let t0 = block.y * 16;
+    let n0 = block.x * 32;
+    for i in thread.x..512u32 step 128 {
+        var v = -1000.0;
+        if t0 + i / 32 < T && n0 + i % 32 < N {
+            v = x[(t0 + i / 32) * N + n0 + i % 32];
+        }
+        sf[i / 32][i % 32] = v;
+        su[i / 32][i % 32] = bitcast<u32>(v);
+        sh[i / 32][i % 32] = v as f16;
+    }
+    fence_proxy_async();
+    barrier();
+    if thread.x == 0 {
+        for k in 0u32..2 {
+            tma_store_add(fm, t0, n0, sf[0][0]);
+            tma_store_add(um, t0, n0, su + 0);
+            tma_store_add(hm, t0, n0, sh + 0);
+        }
+        tma_store_commit();
+        tma_store_wait(0);
+    }
+}";
+    let c = compile(text);
+    let [t, n] = [37usize, 72];
+    let mut rng = StdRng::seed_from_u64(7);
+    let x: Vec<f32> = (0..t * n).map(|_| nonzero(&mut rng)).collect();
+    let len = (t + 20) * n;
+    let f32_before: Vec<f32> = (0..len).map(|_| nonzero(&mut rng)).collect();
+    let u32_before: Vec<u32> = (0..len).map(|_| rng.random()).collect();
+    let f16_before: Vec<f16> = (0..len).map(|_| f16::from_f32(nonzero(&mut rng))).collect();
+    let mut args = vec![
+        Arg::ReadOnly(Buffer::from_f32(&x)),
+        Arg::Buffer(Buffer::from_f32(&f32_before)),
+        Arg::Buffer(Buffer::from_u32(&u32_before)),
+        Arg::Buffer(Buffer::from_f16(&f16_before)),
+        Arg::Scalar(Value::U32(t as u32)),
+        Arg::Scalar(Value::U32(n as u32)),
+    ];
+    launch(&c, "stage_add", &mut args).unwrap();
+    let f32_after = args[1].buffer().unwrap().to_f32();
+    let u32_after = args[2].buffer().unwrap().to_u32();
+    let f16_after = args[3].buffer().unwrap().to_f16();
+    let add_f16 = |a: f16, b: f16| f16::from_f32(a.to_f32() + b.to_f32());
+    for i in 0..len {
+        let (f, u, h) = match x.get(i) {
+            Some(&v) => (
+                f32_before[i] + v + v,
+                u32_before[i]
+                    .wrapping_add(v.to_bits())
+                    .wrapping_add(v.to_bits()),
+                add_f16(add_f16(f16_before[i], f16::from_f32(v)), f16::from_f32(v)),
+            ),
+            None => (f32_before[i], u32_before[i], f16_before[i]),
+        };
+        assert_eq!(f32_after[i].to_bits(), f.to_bits(), "f32 element {i}");
+        assert_eq!(u32_after[i], u, "u32 element {i}");
+        assert_eq!(f16_after[i].to_bits(), h.to_bits(), "f16 element {i}");
+    }
+}

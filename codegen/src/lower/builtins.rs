@@ -187,7 +187,7 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             | Builtin::MbarrierWait
             | Builtin::TmaLoad
             | Builtin::TmaPrefetch
-            | Builtin::TmaStore
+            | Builtin::TmaStore(_)
             | Builtin::TmaStoreCommit
             | Builtin::TmaStoreWait(_) => {
                 self.async_copy_op(builtin, &vals, span)?;

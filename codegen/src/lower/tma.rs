@@ -5,7 +5,7 @@ use inkwell::types::{BasicMetadataTypeEnum, IntType};
 use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, PointerValue};
 use inkwell::AddressSpace;
 use zinc_dsl::diag::Span;
-use zinc_dsl::ir::{Builtin, FunctionKind};
+use zinc_dsl::ir::{Builtin, FunctionKind, TmaStoreOp};
 
 use super::{internal, At, FnLowerer, Result};
 
@@ -171,8 +171,15 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
                 &[self.map_u64(*map, span)?, *col, *row],
                 span,
             ),
-            (Builtin::TmaStore, [map, row, col, src]) => self.asm_statement(
-                "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];",
+            (Builtin::TmaStore(op), [map, row, col, src]) => self.asm_statement(
+                match op {
+                    TmaStoreOp::Write => {
+                        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];"
+                    }
+                    TmaStoreOp::Add => {
+                        "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [$0, {$1, $2}], [$3];"
+                    }
+                },
                 "l,r,r,r",
                 &[
                     self.map_u64(*map, span)?,

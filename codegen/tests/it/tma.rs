@@ -315,3 +315,18 @@ fn tma_stores_emit_bulk_tensor_stores_and_their_groups() {
         assert!(err.contains("sm_90a-only"), "{arch}: {err}");
     }
 }
+
+/// `tma_store_add` is the bulk tensor reduction with `.add` (the element type is the map's).
+#[test]
+fn tma_store_adds_emit_bulk_tensor_reductions() {
+    let source = STORE_SOURCE.replace("tma_store(", "tma_store_add(");
+    let (ptx, _) = build_source(&source, "sm_90a", 3).unwrap();
+    let needle = "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [";
+    assert_eq!(ptx.matches(needle).count(), 2, "{ptx}");
+    assert!(!ptx.contains("cp.async.bulk.tensor.2d.global"), "{ptx}");
+    let sass = assemble(&ptx, "store-add");
+    assert!(
+        sass.contains("UTMAREDG"),
+        "no TMA reduction in the SASS:\n{sass}"
+    );
+}

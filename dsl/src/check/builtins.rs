@@ -7,7 +7,7 @@ use crate::ast;
 use crate::diag::{Diagnostic, Span};
 use crate::ir::{
     self, AtomicOp, BinOp, Builtin, ConstValue, FenceScope, Frag, FragRole, FuncId, MathFn, Scalar,
-    ShuffleMode, Space, Type, VoteMode,
+    ShuffleMode, Space, TmaStoreOp, Type, VoteMode,
 };
 
 /// A built-in function.
@@ -54,7 +54,7 @@ pub enum Name {
     MbarrierWait,
     TmaLoad,
     TmaPrefetch,
-    TmaStore,
+    TmaStore(TmaStoreOp),
     TmaStoreCommit,
     TmaStoreWait,
     /// `tensor_map(...)`, which is only a declaration (`let m = tensor_map(...)`).
@@ -125,7 +125,8 @@ const TABLE: &[(&str, Name)] = &[
     ("mbarrier_wait", Name::MbarrierWait),
     ("tma_load", Name::TmaLoad),
     ("tma_prefetch", Name::TmaPrefetch),
-    ("tma_store", Name::TmaStore),
+    ("tma_store", Name::TmaStore(TmaStoreOp::Write)),
+    ("tma_store_add", Name::TmaStore(TmaStoreOp::Add)),
     ("tma_store_commit", Name::TmaStoreCommit),
     ("tma_store_wait", Name::TmaStoreWait),
     ("tensor_map", Name::TensorMap),
@@ -563,7 +564,7 @@ impl FnCx<'_, '_> {
             }
             Name::TmaLoad => self.tma_load(args, span),
             Name::TmaPrefetch => self.tma_prefetch(args, span),
-            Name::TmaStore => self.tma_store(args, span),
+            Name::TmaStore(op) => self.tma_store(name, op, args, span),
             Name::TmaStoreCommit => {
                 self.arity(name, args, 0, span)?;
                 Ok(mk(
@@ -806,13 +807,32 @@ impl FnCx<'_, '_> {
     }
 
     /// `tma_store(map, row, col, src)`: write the box of tensor map `map` at (row, col) from
-    /// `src`, a shared view of the map's elements, to global memory.
-    fn tma_store(&mut self, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
-        self.arity("tma_store", args, 4, span)?;
-        let map = self.map_operand(&args[0], "the first argument of `tma_store`", None)?;
+    /// `src`, a shared view of the map's elements, to global memory; `tma_store_add` adds it
+    /// into what is there (f32, f16, i32 or u32 elements).
+    fn tma_store(
+        &mut self,
+        name: &str,
+        op: TmaStoreOp,
+        args: &[ast::Expr],
+        span: Span,
+    ) -> Res<ir::Expr> {
+        self.arity(name, args, 4, span)?;
+        let map = self.map_operand(&args[0], &format!("the first argument of `{name}`"), None)?;
         let Type::TensorMap(elem) = map.ty else {
             unreachable!("map_operand gives tensor maps")
         };
+        if op == TmaStoreOp::Add
+            && !matches!(elem, Scalar::F32 | Scalar::F16 | Scalar::I32 | Scalar::U32)
+        {
+            let d = Diagnostic::error(
+                format!(
+                    "`{name}` adds f32, f16, i32 or u32 elements, not {}",
+                    elem.name()
+                ),
+                args[0].span,
+            );
+            return Err(self.error(d));
+        }
         // A kernel's map shows its view; a function's map parameter does not (the interpreter
         // checks those at the store).
         if let ir::ExprKind::TensorMap(i) = map.kind {
@@ -821,7 +841,7 @@ impl FnCx<'_, '_> {
             if !matches!(var.ty, Type::View { mutable: true, .. }) {
                 let d = Diagnostic::error(
                     format!(
-                        "`tma_store` writes through the tensor map over `{}`, which is not a `global mut` view",
+                        "`{name}` writes through the tensor map over `{}`, which is not a `global mut` view",
                         var.name
                     ),
                     args[0].span,
@@ -830,11 +850,11 @@ impl FnCx<'_, '_> {
             }
         }
         let u32_ty = Type::Scalar(Scalar::U32);
-        let row = self.expect(&args[1], &u32_ty, "the row of `tma_store`");
-        let col = self.expect(&args[2], &u32_ty, "the column of `tma_store`");
-        let src = self.box_operand("tma_store", &args[3], elem, false);
+        let row = self.expect(&args[1], &u32_ty, &format!("the row of `{name}`"));
+        let col = self.expect(&args[2], &u32_ty, &format!("the column of `{name}`"));
+        let src = self.box_operand(name, &args[3], elem, false);
         Ok(mk(
-            ir::ExprKind::Builtin(Builtin::TmaStore, vec![map, row?, col?, src?]),
+            ir::ExprKind::Builtin(Builtin::TmaStore(op), vec![map, row?, col?, src?]),
             Type::Void,
             span,
         ))
