@@ -756,6 +756,30 @@ mod tests {
         }
     }
 
+    /// gemm_wg's K splits through shared memory (TMA_STORE) add their parts into the zeroed
+    /// output with TMA reductions: 300 x 136 (four ragged tiles; the second token tile, moved
+    /// back, adds with atomics) by K of three super-blocks in two and in three, Q4_K and Q6_K.
+    #[test]
+    fn split_gemm_wg_tiles_add_through_shared_memory() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        for kernel in ["gemm_q4k_wg", "gemm_q6k_wg"] {
+            let case = WgCase::new(kernel, [300, 136, 768]);
+            for splits in [2, 3] {
+                let variant = format!("BT=256,SPLITK={splits},TMA_STORE=1");
+                let c = compile(&dir.join("gemm_wg.tile"), &variant);
+                let mut args = case.args(1);
+                args[2] = product_output(case.spec, case.spec.output_lens(&case.shape)[0], true);
+                let interp = Interpreter::new(&c.module).sources(&c.sources);
+                let grid = interp.grid(kernel, &args).unwrap();
+                assert_eq!(grid, [2, 2, splits as u32], "{kernel}@{variant}");
+                interp
+                    .run(kernel, grid, interp.block(kernel).unwrap(), &mut args)
+                    .unwrap_or_else(|e| panic!("{kernel}@{variant}: {e}"));
+                case.check(&args[2], &format!("{kernel}@{variant}"));
+            }
+        }
+    }
+
     /// gemm_wg's stream-K blocks (STREAMK) share the tiles' super-blocks out and hand partial
     /// sums over. STREAMK=1, 300 x 136 tokens by rows (four ragged tiles) with K of four
     /// super-blocks, sixteen units:

@@ -468,16 +468,25 @@ pub const PERSISTENT_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132";
 /// (kernels/gemm_wg.tile, TMA_STORE), so that they run on under the next tile's MMAs.
 pub const PERSISTENT_TMA_STORE_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132,TMA_STORE=1";
 
+/// The K split in two of gemm_wg's two-warpgroup tile on 256 tokens, and the same adding its
+/// halves into the output with TMA reductions (kernels/gemm_wg.tile, TMA_STORE).
+const SPLIT_TILE: &str = "BT=256,SPLITK=2";
+const SPLIT_TMA_STORE_TILE: &str = "BT=256,SPLITK=2,TMA_STORE=1";
+
 /// `kernel` (a gemm_wg kernel and variant, as [`quant_gemm`] and [`gated_gemm`] name them) on
-/// [`PERSISTENT_TMA_STORE_TILE`] where it is on [`PERSISTENT_TILE`] and a row of its output
-/// (`n` f32, or `n` f16 for a gated unit) is whole 16-byte units, as the output's tensor map
-/// needs. The engine's choice with `ZINC_TMA_STORE=1`: not yet timed on the H200 (docs/PERF.md,
-/// session 24).
-pub fn tma_store(kernel: &str, n: usize, gated: bool) -> Option<String> {
+/// its TMA-store build where it is on [`PERSISTENT_TILE`] ([`PERSISTENT_TMA_STORE_TILE`]) or on
+/// the two-warpgroup K split in two. (Products whose N is not a multiple of 8 store directly
+/// in those builds too: the output's tensor map needs rows of whole 16-byte units.) The
+/// engine's choice with `ZINC_TMA_STORE=1`: not yet timed on the H200 (docs/PERF.md, session
+/// 24).
+pub fn tma_store(kernel: &str) -> Option<String> {
     let (base, variant) = kernel.split_once('@')?;
-    let row_bytes = n * if gated { 2 } else { 4 };
-    (variant == PERSISTENT_TILE && row_bytes.is_multiple_of(16))
-        .then(|| format!("{base}@{PERSISTENT_TMA_STORE_TILE}"))
+    let stored = match variant {
+        PERSISTENT_TILE => PERSISTENT_TMA_STORE_TILE,
+        SPLIT_TILE => SPLIT_TMA_STORE_TILE,
+        _ => return None,
+    };
+    Some(format!("{base}@{stored}"))
 }
 
 /// gemm_wg's one-warpgroup tile on 256 tokens, with the producer warp and shared chunk scales.
@@ -971,16 +980,11 @@ mod tests {
     /// gemm_wg's producer (kernels/gemm_wg.tile) issues TMA copies only, and refills the weight
     /// ring safely only with at most 6 stages; its persistent blocks (PERSIST) need the producer,
     /// which carries the ring from tile to tile, and its stream-K blocks (STREAMK) are persistent
-    /// ones that split K themselves. Stores through shared memory (TMA_STORE) need the producer
-    /// role split too, and take no K split. The language cannot say so, the list must.
+    /// ones that split K themselves. The language cannot say so, the list must.
     #[test]
     fn producer_variants_keep_tma_and_at_most_six_stages() {
         let listed = crate::variants::parse(include_str!("../../kernels/variants.txt")).unwrap();
         let gemm_wg = || listed.iter().filter(|v| v.family.starts_with("gemm_wg"));
-        for v in gemm_wg().filter(|v| v.defines.contains("TMA_STORE=")) {
-            assert!(v.defines.contains("PRODUCER=1"), "line {}", v.line);
-            assert!(!v.defines.contains("SPLITK="), "line {}", v.line);
-        }
         for v in gemm_wg().filter(|v| v.defines.contains("PERSIST=")) {
             assert!(v.defines.contains("PRODUCER=1"), "line {}", v.line);
         }
@@ -1011,29 +1015,36 @@ mod tests {
     }
 
     #[test]
-    fn tma_store_takes_the_persistent_tile_with_whole_16_byte_rows() {
+    fn tma_store_takes_the_persistent_tile_and_the_k_split_in_two() {
+        let listed = crate::variants::parse(include_str!("../../kernels/variants.txt")).unwrap();
+        let has_line = |defines: &str| {
+            listed
+                .iter()
+                .any(|v| v.family == "gemm_wg" && v.defines == defines)
+        };
         let plain = quant_gemm(GgmlType::Q4_K, 2048, 14336, 4096, true).unwrap();
         assert_eq!(plain, format!("gemm_q4k_wg@{PERSISTENT_TILE}"));
-        let stored = tma_store(&plain, 14336, false).unwrap();
-        assert_eq!(stored, format!("gemm_q4k_wg@{PERSISTENT_TMA_STORE_TILE}"));
-        // Its variant line exists, and the short last wave splits off it as off the tile.
-        let listed = crate::variants::parse(include_str!("../../kernels/variants.txt")).unwrap();
-        assert!(listed
-            .iter()
-            .any(|v| v.family == "gemm_wg" && v.defines == PERSISTENT_TMA_STORE_TILE));
+        assert_eq!(
+            tma_store(&plain).unwrap(),
+            format!("gemm_q4k_wg@{PERSISTENT_TMA_STORE_TILE}")
+        );
+        assert!(has_line(PERSISTENT_TMA_STORE_TILE));
+        let split = quant_gemm(GgmlType::Q4_K, 512, 4096, 14336, true).unwrap();
+        assert_eq!(split, format!("gemm_q4k_wg@{SPLIT_TILE}"));
+        assert_eq!(
+            tma_store(&split).unwrap(),
+            format!("gemm_q4k_wg@{SPLIT_TMA_STORE_TILE}")
+        );
+        assert!(has_line(SPLIT_TMA_STORE_TILE));
+        // The short last wave splits off the gated unit's TMA-store tile as off the tile.
         let tail = |kernel: &str| wave_tail(kernel, 512, 14336, true, WGMMA_SMS);
         let silu = gated_gemm(GgmlType::Q4_K, false, 512, 14336, 4096, true).unwrap();
-        let silu_stored = tma_store(&silu, 14336, true).unwrap();
         assert!(tail(&silu).is_some());
-        assert_eq!(tail(&silu_stored), tail(&silu));
-        // Rows of 4 f32 or 8 f16 make 16 bytes; others keep the direct stores.
-        assert_eq!(tma_store(&plain, 4102, false), None);
-        assert!(tma_store(&plain, 4100, false).is_some());
-        assert_eq!(tma_store(&silu, 4100, true), None);
-        assert!(tma_store(&silu, 4104, true).is_some());
-        // Only the persistent tile has the variant.
-        assert_eq!(tma_store("gemm_q4k_wg@BT=256", 4096, false), None);
-        assert_eq!(tma_store("gemm_q4k_wg", 4096, false), None);
+        assert_eq!(tail(&tma_store(&silu).unwrap()), tail(&silu));
+        // Other tiles have no such build.
+        assert_eq!(tma_store("gemm_q4k_wg@BT=256"), None);
+        assert_eq!(tma_store("gemm_q4k_wg@BT=256,SPLITK=4"), None);
+        assert_eq!(tma_store("gemm_q4k_wg"), None);
     }
 
     #[test]

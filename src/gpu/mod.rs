@@ -823,11 +823,7 @@ impl Gpu {
             None if self.split_stream_k => dispatch::split_stream_k(&name, [t, n, k], self.sms),
             None => None,
         };
-        let tma_store = || {
-            self.tma_store
-                .then(|| dispatch::tma_store(&name, n, gated))
-                .flatten()
-        };
+        let tma_store = || self.tma_store.then(|| dispatch::tma_store(&name)).flatten();
         let variant = stream_k
             .or_else(tma_store)
             .filter(|v| self.registry.names().any(|n| n == v));
