@@ -107,15 +107,22 @@ impl<'m> Machine<'m, '_> {
                 self.wgmma.issue(std::iter::once(accumulators).chain(a));
                 Ok(out)
             }
-            // The MMAs ran at once; the fences have nothing to order, the groups only say which
-            // registers are still the MMAs'.
             // Blocks run one at a time, each thread's accesses in program order: every access is
             // already ordered as a fence orders it.
-            Builtin::FenceProxyAsync | Builtin::FenceGpu => Ok(vec![UNSET; self.threads]),
+            Builtin::FenceGpu => Ok(vec![UNSET; self.threads]),
+            // What the async proxy's reads may see (`Memory::read_async_proxy`).
+            Builtin::FenceProxyAsync => {
+                for t in mask.lanes() {
+                    self.mem.fence_proxy_async(t);
+                }
+                Ok(vec![UNSET; self.threads])
+            }
             Builtin::SyncWarp => {
                 self.check_converged(mask, "sync_warp", e.span)?;
                 Ok(vec![UNSET; self.threads])
             }
+            // The MMAs ran at once; the fences have nothing to order, the groups only say which
+            // registers are still the MMAs'.
             Builtin::WgmmaFence | Builtin::WgmmaCommit | Builtin::WgmmaWait(_) => {
                 self.check_converged(mask, "wgmma_fence/commit/wait", e.span)?;
                 match b {

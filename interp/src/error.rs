@@ -157,6 +157,16 @@ pub enum ErrorKind {
         access: Access,
         issued: RaceAccess,
     },
+    /// Located at the async proxy's read (a `tma_store`'s source, a `wgmma` operand); `write`
+    /// is the store it may not see.
+    #[error("{op} by {thread} reads shared array `{array}` element {index} through the async proxy, but the {write} is not fenced for it: the writing thread must call `fence_proxy_async()` after the write and before the `barrier()` or `mbarrier_arrive` that orders it before the read (else the async proxy may read stale data)")]
+    UnfencedWrite {
+        op: &'static str,
+        thread: ThreadId,
+        array: String,
+        index: u64,
+        write: RaceAccess,
+    },
     /// Located at the wait.
     #[error("`mbarrier_wait` by {thread} on mbarrier `{array}` byte {offset} for its phase of parity {parity}, which has not completed ({arrivals} arrivals and {tx_bytes} transaction bytes outstanding); no other thread of the block can run to complete it (lock step, or every role waits), so it never will")]
     MbarrierDeadlock {
@@ -249,6 +259,10 @@ impl InterpError {
             ErrorKind::SharedRace { earlier, .. } => {
                 let note = format!("the earlier {} by {}", earlier.access, earlier.thread);
                 d = d.with_note(note, Some(earlier.at.span));
+            }
+            ErrorKind::UnfencedWrite { write, .. } => {
+                let note = format!("the unfenced write by {}", write.thread);
+                d = d.with_note(note, Some(write.at.span));
             }
             ErrorKind::TmaStoreSourceOverwritten { store, .. }
             | ErrorKind::TmaStoreUnfinished { store, .. } => {

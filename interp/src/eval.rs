@@ -304,6 +304,25 @@ impl<'m> Machine<'m, '_> {
                 };
                 self.error_at(span, kind)
             }
+            Fault::Unfenced {
+                op,
+                array,
+                index,
+                write,
+            } => self.error_at(
+                span,
+                ErrorKind::UnfencedWrite {
+                    op,
+                    thread: self.thread_id(t),
+                    array,
+                    index,
+                    write: RaceAccess {
+                        thread: self.thread_id(write.thread as usize),
+                        access: Access::Write,
+                        at: Location::new(write.site, self.sources),
+                    },
+                },
+            ),
             Fault::Race {
                 array,
                 index,

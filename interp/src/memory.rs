@@ -1,5 +1,10 @@
 //! Memory: host buffers bound to global views, the per-block shared memory with its race
 //! detector, and typed loads and stores through views with bounds checks.
+//!
+//! Shared memory also keeps, per byte, what last wrote it, for two checks: bytes an
+//! asynchronous copy has not landed for the accessing thread yet, and bytes a thread stored
+//! that the async proxy (a `tma_store`'s source, a `wgmma` operand) reads without the writer's
+//! `fence_proxy_async()` between its store and the synchronization ordering it before the read.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -249,6 +254,14 @@ pub(crate) enum Fault<'m> {
         kind: Access,
         tma: bool,
     },
+    /// A read by the async proxy (`op`) of shared bytes that `write` stored through the generic
+    /// proxy with no `fence_proxy_async()` of its thread after it that is ordered before the read.
+    Unfenced {
+        op: &'static str,
+        array: String,
+        index: u64,
+        write: Touch<'m>,
+    },
 }
 
 /// An access as logged: who and where, and the accessing thread's epoch then.
@@ -379,12 +392,17 @@ impl Clocks {
 
     /// Whether the logged access is ordered before an access by `thread` now.
     fn ordered(&self, logged: &Logged, thread: u32) -> bool {
-        let (a, b) = (logged.touch.thread as usize, thread as usize);
+        self.knows(thread, logged.touch.thread, logged.epoch)
+    }
+
+    /// Whether what `writer` did at `epoch` is ordered before what `reader` does now.
+    fn knows(&self, reader: u32, writer: u32, epoch: u32) -> bool {
+        let (a, b) = (writer as usize, reader as usize);
         a == b
             || self
                 .known
                 .get(b * self.threads + a)
-                .is_some_and(|&e| e >= logged.epoch)
+                .is_some_and(|&e| e >= epoch)
     }
 
     /// Whether `thread` has seen the phase of `guard` complete.
@@ -466,12 +484,35 @@ fn join(into: &mut [u32], other: &[u32]) {
     }
 }
 
-/// An asynchronous copy into a shared byte: a `cp_async` (until its group completes) or a
-/// `tma_load` (guarded by its mbarrier phase).
+/// What last wrote a shared byte in the running block.
 #[derive(Copy, Clone, Debug)]
-struct Pending<'m> {
-    who: Touch<'m>,
-    tma: Option<TmaGuard>,
+enum LastWrite<'m> {
+    /// Nothing yet: the byte holds the poison fill.
+    Nothing,
+    /// A `cp_async` whose group has not completed: no thread may touch the byte yet.
+    Copy(Touch<'m>),
+    /// A `tma_load`, through the async proxy: its bytes are visible to a thread once it has seen
+    /// the guard's phase complete, to the async proxy without a fence.
+    Tma { issued: Touch<'m>, guard: TmaGuard },
+    /// A thread's store (an atomic, a landed `cp_async`), through the generic proxy, when the
+    /// thread had executed `fences` `fence_proxy_async()`s: the async proxy sees it once the
+    /// thread's next one is ordered before its read.
+    Generic { who: Touch<'m>, fences: u32 },
+}
+
+/// A thread's `fence_proxy_async()`s: how many it executed before the last block barrier (which
+/// orders them before every access after it), and the epoch of each since (for the mbarriers'
+/// ordering, [`Clocks`]).
+#[derive(Default)]
+struct ProxyFences {
+    before_barrier: u32,
+    since_barrier: Vec<u32>,
+}
+
+impl ProxyFences {
+    fn count(&self) -> u32 {
+        self.before_barrier + self.since_barrier.len() as u32
+    }
 }
 
 /// One block's shared memory, laid out as code generation does (declaration order, each array
@@ -480,8 +521,10 @@ struct Shared<'m> {
     arrays: Vec<SharedLayout>,
     bytes: Vec<u8>,
     logs: Vec<ByteLog<'m>>,
-    /// Per byte: the asynchronous copy still writing it.
-    in_flight: Vec<Option<Pending<'m>>>,
+    /// Per byte: what last wrote it.
+    last_writes: Vec<LastWrite<'m>>,
+    /// Per thread: its `fence_proxy_async()`s.
+    proxy_fences: Vec<ProxyFences>,
     clocks: Clocks,
     /// Barrier intervals are numbered; a log from an older interval counts as empty.
     interval: u32,
@@ -508,7 +551,8 @@ impl<'m> Shared<'m> {
             arrays: layout,
             bytes: vec![POISON; end],
             logs: vec![ByteLog::default(); end],
-            in_flight: vec![None; end],
+            last_writes: vec![LastWrite::Nothing; end],
+            proxy_fences: Vec::new(),
             clocks: Clocks::new(),
             interval: 0,
         }
@@ -516,13 +560,20 @@ impl<'m> Shared<'m> {
 
     fn reset(&mut self, threads: usize) {
         self.bytes.fill(POISON);
-        self.in_flight.fill(None);
+        self.last_writes.fill(LastWrite::Nothing);
+        self.proxy_fences.clear();
+        self.proxy_fences.resize_with(threads, ProxyFences::default);
         self.clocks.reset(threads);
         self.new_interval();
     }
 
+    /// A block barrier: a new interval, which every fence before it is ordered before.
     fn new_interval(&mut self) {
         self.interval += 1;
+        for fences in &mut self.proxy_fences {
+            fences.before_barrier = fences.count();
+            fences.since_barrier.clear();
+        }
     }
 
     /// Fails if an asynchronous copy the accessing thread may not see yet writes `byte`.
@@ -534,18 +585,57 @@ impl<'m> Shared<'m> {
         kind: Access,
     ) -> Result<(), Fault<'m>> {
         let layout = &self.arrays[array];
-        match self.in_flight[layout.base + byte] {
-            Some(p) if p.tma.is_none_or(|g| !self.clocks.sees(g, who.thread)) => {
-                Err(Fault::InFlight {
+        let (issued, tma) = match self.last_writes[layout.base + byte] {
+            LastWrite::Copy(issued) => (issued, false),
+            LastWrite::Tma { issued, guard } if !self.clocks.sees(guard, who.thread) => {
+                (issued, true)
+            }
+            _ => return Ok(()),
+        };
+        Err(Fault::InFlight {
+            array: layout.name.clone(),
+            index: (byte / layout.elem_size) as u64,
+            issued,
+            kind,
+            tma,
+        })
+    }
+
+    /// Fails if the async proxy, reading `range` of `array` for `reader`'s `op`, would miss a
+    /// store to it: one whose thread has no `fence_proxy_async()` after it that is ordered
+    /// before the read.
+    fn check_fenced(
+        &self,
+        array: usize,
+        range: std::ops::Range<usize>,
+        reader: u32,
+        op: &'static str,
+    ) -> Result<(), Fault<'m>> {
+        let layout = &self.arrays[array];
+        for byte in range {
+            let LastWrite::Generic { who, fences } = self.last_writes[layout.base + byte] else {
+                continue;
+            };
+            // If any of the writer's fences after the store is ordered before the read, so is
+            // the first (program order): that one decides.
+            let writer = &self.proxy_fences[who.thread as usize];
+            let fenced = match fences.checked_sub(writer.before_barrier) {
+                None => true,
+                Some(since) => writer
+                    .since_barrier
+                    .get(since as usize)
+                    .is_some_and(|&epoch| self.clocks.knows(reader, who.thread, epoch)),
+            };
+            if !fenced {
+                return Err(Fault::Unfenced {
+                    op,
                     array: layout.name.clone(),
                     index: (byte / layout.elem_size) as u64,
-                    issued: p.who,
-                    kind,
-                    tma: p.tma.is_some(),
-                })
+                    write: who,
+                });
             }
-            _ => Ok(()),
         }
+        Ok(())
     }
 
     /// Fails if another thread accessed `byte` in this barrier interval in a way that conflicts
@@ -605,13 +695,17 @@ impl<'m> Shared<'m> {
         kind: Access,
     ) -> Result<(), Fault<'m>> {
         let base = self.arrays[array].base;
+        let stored = (kind != Access::Read).then(|| LastWrite::Generic {
+            who,
+            fences: self.proxy_fences[who.thread as usize].count(),
+        });
         for byte in start..start + len {
             self.check_pending(array, byte, who, kind)?;
             self.check_race(array, byte, who, kind, true)?;
             // A thread that may read a landed TMA byte may also overwrite it; after that the
             // byte is an ordinary one.
-            if kind != Access::Read {
-                self.in_flight[base + byte] = None;
+            if let Some(stored) = stored {
+                self.last_writes[base + byte] = stored;
             }
         }
         Ok(())
@@ -747,6 +841,34 @@ impl<'m, 'a> Memory<'m, 'a> {
         Ok(self.access(ptr, len, who, Access::Read)?.to_vec())
     }
 
+    /// The shared bytes the async proxy reads for `who`'s `op` (a `tma_store`'s source, a
+    /// `wgmma` operand): a read by that thread, which also fails on bytes a thread stored without
+    /// fencing them for the async proxy.
+    pub fn read_async_proxy(
+        &mut self,
+        ptr: Pointer,
+        len: usize,
+        who: Touch<'m>,
+        op: &'static str,
+    ) -> Result<Vec<u8>, Fault<'m>> {
+        let range = self.locate(ptr, len, Access::Read)?;
+        let Region::Shared(array) = ptr.region else {
+            unreachable!("the async proxy reads shared memory")
+        };
+        self.shared
+            .track(array, range.start, len, who, Access::Read)?;
+        self.shared
+            .check_fenced(array, range.clone(), who.thread, op)?;
+        Ok(self.bytes_mut(ptr.region, range).to_vec())
+    }
+
+    /// `thread` executes `fence_proxy_async()`: its stores so far become visible to the async
+    /// proxy's reads that the fence is ordered before.
+    pub fn fence_proxy_async(&mut self, thread: usize) {
+        let epoch = self.shared.clocks.epoch(thread as u32);
+        self.shared.proxy_fences[thread].since_barrier.push(epoch);
+    }
+
     /// A write of raw bytes (a landing cp.async, a TMA store's row).
     pub fn write(&mut self, ptr: Pointer, data: &[u8], who: Touch<'m>) -> Result<(), Fault<'m>> {
         self.access(ptr, data.len(), who, Access::Write)?
@@ -781,8 +903,7 @@ impl<'m, 'a> Memory<'m, 'a> {
         self.shared
             .track(array, range.start, len, who, Access::Write)?;
         let base = self.shared.arrays[array].base;
-        let pending = Pending { who, tma: None };
-        self.shared.in_flight[base + range.start..base + range.end].fill(Some(pending));
+        self.shared.last_writes[base + range.start..base + range.end].fill(LastWrite::Copy(who));
         Ok(())
     }
 
@@ -808,11 +929,8 @@ impl<'m, 'a> Memory<'m, 'a> {
             shared.check_race(array, byte, who, Access::Write, false)?;
         }
         let base = shared.arrays[array].base;
-        let pending = Pending {
-            who,
-            tma: Some(guard),
-        };
-        shared.in_flight[base + range.start..base + range.end].fill(Some(pending));
+        let landing = LastWrite::Tma { issued: who, guard };
+        shared.last_writes[base + range.start..base + range.end].fill(landing);
         Ok(())
     }
 
@@ -842,7 +960,7 @@ impl<'m, 'a> Memory<'m, 'a> {
     }
 
     /// Complete a `cp_async` started by [`Memory::start_copy`]: its bytes land, as a write by
-    /// the issuing thread in the current barrier interval.
+    /// the issuing thread in the current barrier interval (through the generic proxy).
     pub fn finish_copy(
         &mut self,
         dst: Pointer,
@@ -850,9 +968,10 @@ impl<'m, 'a> Memory<'m, 'a> {
         who: Touch<'m>,
     ) -> Result<(), Fault<'m>> {
         let range = self.locate(dst, data.len(), Access::Write)?;
+        // No longer in flight: the write below records the landing.
         if let Region::Shared(array) = dst.region {
             let base = self.shared.arrays[array].base;
-            self.shared.in_flight[base + range.start..base + range.end].fill(None);
+            self.shared.last_writes[base + range.start..base + range.end].fill(LastWrite::Nothing);
         }
         self.write(dst, data, who)
     }

@@ -209,7 +209,8 @@ impl<'m> Machine<'m, '_> {
     /// The `rows` x 16 f16 operand of the warpgroup from thread `start` that `ptrs` points to in
     /// shared memory, K-major in the 128-byte swizzle: row r's 16 elements from byte 128 r on,
     /// each address XORed with ((address >> 7) % 8) << 4. Every thread of the group must give
-    /// the same address, 16-byte aligned in a 1024-byte aligned array.
+    /// the same address, 16-byte aligned in a 1024-byte aligned array. Thread `start` reads it
+    /// through the async proxy, which needs the stores it reads fenced for it.
     fn wgmma_shared_rows(
         &mut self,
         ptrs: &Lanes,
@@ -251,7 +252,7 @@ impl<'m> Machine<'m, '_> {
                 let who = self.touch(start, e.span);
                 let bytes = self
                     .mem
-                    .read(ptr, 2, who)
+                    .read_async_proxy(ptr, 2, who, "wgmma")
                     .map_err(|f| self.fault(f, start, e.span))?;
                 *x = f64::from(half::f16::from_le_bytes([bytes[0], bytes[1]]));
             }

@@ -12,7 +12,8 @@
 //! shared-memory accesses for the race detector (`memory`).
 //!
 //! A `tma_store` writes its box to global memory at once, reading the shared source as the
-//! issuing thread's read. On the GPU the TMA reads the source later, until a `tma_store_wait`
+//! issuing thread's read through the async proxy (the stores it reads must have been fenced for
+//! it, `memory`). On the GPU the TMA reads the source later, until a `tma_store_wait`
 //! covers the store's bulk group: each thread keeps its stores in their groups with the bytes
 //! they read, a wait that retires a store reports a source that changed since, and a thread
 //! may not exit before its stores are retired.
@@ -691,9 +692,13 @@ impl<'m> Machine<'m, '_> {
             }
             let s = self.shared_box(src[t], tm, BoxCopy::Store, t, e)?;
             let who = self.touch(t, e.span);
+            let name = match op {
+                TmaStoreOp::Write => "tma_store",
+                TmaStoreOp::Add => "tma_store_add",
+            };
             let bytes = self
                 .mem
-                .read(s, tm.box_bytes() as usize, who)
+                .read_async_proxy(s, tm.box_bytes() as usize, who, name)
                 .map_err(|f| self.fault(f, t, e.span))?;
             self.write_box(tm, encoded, [row[t], col[t]], (op, &bytes), t, e)?;
             self.tma_stores[t].issue(StoreSource { src: s, bytes, who });

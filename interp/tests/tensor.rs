@@ -1,5 +1,5 @@
-//! Tensor-core fragments, ldmatrix, mma, cp.async groups and the packed helpers, against plain
-//! Rust references.
+//! Tensor-core fragments, ldmatrix, mma, wgmma, cp.async groups and the packed helpers, against
+//! plain Rust references; wgmma's shared operands need their writers' `fence_proxy_async()`.
 
 use half::{bf16, f16};
 use rand::rngs::StdRng;
@@ -452,4 +452,111 @@ fn registers_of_a_wgmma_in_flight_are_off_limits_until_its_wait() {
     let d = run("", "wgmma_wait(0);").unwrap();
     let row0: f32 = (0..32).map(|k| (k % 7) as f32).sum();
     assert_eq!(d[0], row0);
+}
+
+/// WGMMA_IN_FLIGHT's staging of B.
+const STORED_B: &str = "for i in thread.x..512 step 128 { bs[i / 64][i % 64] = b[i]; }";
+/// The same by `cp_async` (threads 0..63 a 16-byte chunk each), landed by the wait.
+const COPIED_B: &str = "if thread.x < 64 {
+        cp_async(bs[thread.x / 8][thread.x % 8 * 8], b + thread.x * 8, 16, true);
+    }
+    cp_async_commit();
+    cp_async_wait(0);";
+/// WGMMA_IN_FLIGHT's fence for the async proxy and the barrier after it.
+const FENCED: &str = "fence_proxy_async();\n    barrier();";
+
+/// wgmma reads B through the async proxy, which sees a thread's stores, and the copies its
+/// `cp_async_wait` lands, only after a `fence_proxy_async()` of that thread that follows them and
+/// precedes the barrier before the MMA. With B stored or copied and fenced, thread t's first
+/// accumulator is the sum of B row 2 (t % 4)'s first 32 elements (A is all ones); without the
+/// fence, the wgmma names the first element it may read stale: thread 0's own for a missing
+/// fence or one before the copy lands, thread 1's with the fences after the barrier (thread 0's
+/// own still precedes the MMA).
+#[test]
+fn wgmma_of_shared_operands_not_fenced_for_the_async_proxy_is_an_error() {
+    let mut rng = StdRng::seed_from_u64(11);
+    // Never zero, so that a missing element cannot pass for a present one.
+    let b: Vec<f16> = (0..512)
+        .map(|_| {
+            f16::from_f32(rng.random_range(0.5f32..2.0) * if rng.random() { 1.0 } else { -1.0 })
+        })
+        .collect();
+    let run = |edits: &[(&str, &str)]| {
+        let src = edits.iter().fold(
+            WGMMA_IN_FLIGHT
+                .replace("EARLY", "")
+                .replace("WAIT", "wgmma_wait(0);"),
+            |t, (from, to)| t.replace(from, to),
+        );
+        let c = compile(&src);
+        let mut args = [
+            Arg::Buffer(Buffer::from_f16(&b)),
+            Arg::Buffer(Buffer::from_f32(&[0.0; 128])),
+        ];
+        let result = launch(&c, "early", &mut args);
+        (src, result.map(|()| args[1].buffer().unwrap().to_f32()))
+    };
+    for staging in [STORED_B, COPIED_B] {
+        let (_, d) = run(&[(STORED_B, staging)]);
+        let d = d.unwrap_or_else(|e| panic!("{staging}: {e}"));
+        for (t, &got) in d.iter().enumerate() {
+            let row = 2 * (t % 4) * 64;
+            let want: f64 = b[row..row + 32].iter().map(|x| x.to_f64()).sum();
+            assert!(
+                (f64::from(got) - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "{staging}: thread {t}: {got} vs {want}"
+            );
+        }
+    }
+    let after_barrier = (FENCED, "barrier();\n    fence_proxy_async();");
+    let cases = [
+        (
+            STORED_B,
+            (FENCED, "barrier();"),
+            0,
+            "bs[i / 64][i % 64] = b[i];",
+        ),
+        (STORED_B, after_barrier, 1, "bs[i / 64][i % 64] = b[i];"),
+        (COPIED_B, (FENCED, "barrier();"), 0, "cp_async(bs"),
+        (
+            COPIED_B,
+            (
+                "cp_async_wait(0);\n    fence_proxy_async();",
+                "fence_proxy_async();\n    cp_async_wait(0);",
+            ),
+            0,
+            "cp_async(bs",
+        ),
+        (COPIED_B, after_barrier, 1, "cp_async(bs"),
+    ];
+    for (staging, fence, writer, write) in cases {
+        let (src, result) = run(&[(STORED_B, staging), fence]);
+        let err = result.unwrap_err();
+        let ErrorKind::UnfencedWrite {
+            op,
+            thread,
+            array,
+            index,
+            write: unfenced,
+        } = err.kind()
+        else {
+            panic!("{fence:?}: expected an unfenced write, got: {err}");
+        };
+        let line = |needle: &str| src[..src.find(needle).unwrap()].lines().count();
+        // Row 0 of B, which the swizzle leaves in place: threads 0 and 1 wrote elements 0 and 1
+        // (copied: elements 0..8 and 8..16).
+        let index_of_writer = if staging == STORED_B { 1 } else { 8 };
+        assert_eq!(
+            (*op, array.as_str(), *index, thread.thread[0]),
+            ("wgmma", "bs", writer * index_of_writer, 0),
+            "{err}"
+        );
+        assert_eq!(unfenced.thread.thread[0], writer as u32, "{err}");
+        assert_eq!(unfenced.at.line_col.unwrap().0, line(write), "{err}");
+        assert_eq!(
+            err.location().unwrap().line_col.unwrap().0,
+            line("wgmma(acc, fa[0]"),
+            "{err}"
+        );
+    }
 }

@@ -3,7 +3,8 @@
 //! reused after `tma_store_wait(1)`; a warp-specialized kernel whose consumer thread stores what
 //! the consumers staged, ordered by mbarriers; and the errors: a source overwritten before the
 //! wait that covers its store, a thread exiting with stores not waited for (or never committed),
-//! a consumer writing after its arrival, a misaligned source, a map over an input.
+//! a consumer writing after its arrival, a source written without the writers'
+//! `fence_proxy_async()`, a misaligned source, a map over an input.
 
 use half::f16;
 use rand::rngs::StdRng;
@@ -84,14 +85,25 @@ fn layout(row_bytes: usize) -> &'static str {
     }
 }
 
-fn stage_store(bc: usize, finish: &str) -> (String, Compilation) {
-    let text = STAGE_STORE.replace("FINISH", finish);
+/// Edits of a kernel's text: (pattern, replacement) pairs.
+type Edits<'a> = [(&'a str, &'a str)];
+
+/// `text` with each of `edits` made.
+fn edited(text: &str, edits: &Edits) -> String {
+    edits
+        .iter()
+        .fold(text.to_string(), |t, (from, to)| t.replace(from, to))
+}
+
+/// `STAGE_STORE` for rows of `bc` columns, with `edits` (FINISH among them).
+fn stage_store(bc: usize, edits: &Edits) -> (String, Compilation) {
+    let columns = bc.to_string();
     let defines = [
-        ("BC", bc.to_string()),
-        ("F32_LAYOUT", layout(4 * bc).to_string()),
-        ("F16_LAYOUT", layout(2 * bc).to_string()),
+        ("BC", columns.as_str()),
+        ("F32_LAYOUT", layout(4 * bc)),
+        ("F16_LAYOUT", layout(2 * bc)),
     ];
-    let text = defines.iter().fold(text, |t, (k, v)| t.replace(k, v));
+    let text = edited(&edited(STAGE_STORE, edits), &defines);
     let c = compile(&text);
     (text, c)
 }
@@ -162,7 +174,7 @@ fn staged_tiles_are_stored_and_clipped_at_the_edges() {
     // 128-, 64- and 32-byte rows swizzled (f32 and f16 boxes of 32 and 16 columns, f32 of 8),
     // and row-major 96- and 48-byte rows (24 columns) and 16-byte ones (f16 of 8).
     for bc in [32, 16, 8, 24] {
-        let (_, c) = stage_store(bc, COMMIT_AND_WAIT);
+        let (_, c) = stage_store(bc, &[("FINISH", COMMIT_AND_WAIT)]);
         for shape in [[37, 40], [16, 32], [5, 8], [50, 104]] {
             let lead = 24;
             let out = run_stage_store(&c, shape, lead)
@@ -188,6 +200,98 @@ fn staged_tiles_are_stored_and_clipped_at_the_edges() {
     }
 }
 
+/// What an error for a source read through the async proxy without its writer's fence names:
+/// the reading operation, the array and element, the reading and the writing thread (their x),
+/// and the lines of the read and the write.
+#[derive(Debug, PartialEq)]
+struct Unfenced {
+    op: &'static str,
+    array: String,
+    index: u64,
+    reader: u32,
+    writer: u32,
+    read_line: usize,
+    write_line: usize,
+}
+
+fn unfenced(err: &InterpError) -> Unfenced {
+    let ErrorKind::UnfencedWrite {
+        op,
+        thread,
+        array,
+        index,
+        write,
+    } = err.kind()
+    else {
+        panic!("expected an unfenced write, got: {err}");
+    };
+    assert!(
+        err.to_string()
+            .contains("the writing thread must call `fence_proxy_async()`"),
+        "{err}"
+    );
+    Unfenced {
+        op,
+        array: array.clone(),
+        index: *index,
+        reader: thread.thread[0],
+        writer: write.thread.thread[0],
+        read_line: err.location().unwrap().line_col.unwrap().0,
+        write_line: write.at.line_col.unwrap().0,
+    }
+}
+
+/// The TMA reads the source through the async proxy, which sees a thread's stores only after a
+/// `fence_proxy_async()` of that thread that follows them and precedes the barrier before the
+/// store. Without one, the store names the first element it may read stale: thread 0's own with
+/// no fence or a fence before the writes, thread 1's with the fences after the barrier (thread
+/// 0's own still precedes its store), thread 5's when only thread 5 skips it.
+#[test]
+fn a_source_written_without_a_fence_for_the_async_proxy_is_an_error() {
+    const FENCED: &str = "fence_proxy_async();\n    barrier();";
+    const SKIPPED_BY_5: (&str, &str) = (
+        "fence_proxy_async();",
+        "if thread.x != 5 { fence_proxy_async(); }",
+    );
+    let cases: [(&Edits, &str, u32); 5] = [
+        (&[(FENCED, "barrier();")], "tma_store", 0),
+        (
+            &[
+                (FENCED, "barrier();"),
+                ("    for i in", "    fence_proxy_async();\n    for i in"),
+            ],
+            "tma_store",
+            0,
+        ),
+        (
+            &[(FENCED, "barrier();\n    fence_proxy_async();")],
+            "tma_store",
+            1,
+        ),
+        (&[SKIPPED_BY_5], "tma_store", 5),
+        (
+            &[SKIPPED_BY_5, ("tma_store(fm", "tma_store_add(fm")],
+            "tma_store_add",
+            5,
+        ),
+    ];
+    for (edits, op, writer) in cases {
+        let (text, c) = stage_store(32, &[&[("FINISH", COMMIT_AND_WAIT)], edits].concat());
+        let err = run_stage_store(&c, [37, 40], 0).map(drop).unwrap_err();
+        let expected = Unfenced {
+            op,
+            array: "sf".to_string(),
+            // Row 0, which the swizzle leaves in place: thread t writes element t.
+            index: u64::from(writer),
+            reader: 0,
+            writer,
+            read_line: line_of(&text, &format!("{op}(fm")),
+            write_line: line_of(&text, "sf[r][c] = v;"),
+        };
+        assert_eq!(unfenced(&err), expected, "{edits:?}: {err}");
+    }
+}
+
 /// A thread that leaves its stores' sources possibly still being read: never waited for (at
 /// the kernel's end or at a `return`), or never committed, so that no wait can cover them.
 #[test]
@@ -201,7 +305,7 @@ fn exiting_before_the_stores_are_waited_for_is_an_error() {
         ),
         ("tma_store_wait(0);", false, None),
     ] {
-        let (text, c) = stage_store(32, finish);
+        let (text, c) = stage_store(32, &[("FINISH", finish)]);
         let err = run_stage_store(&c, [37, 40], 0).map(drop).unwrap_err();
         match err.kind() {
             ErrorKind::TmaStoreUnfinished {
@@ -452,16 +556,16 @@ kernel ws_store(x: global [f32], y: global mut [f32], T: u32, N: u32)
     }
 }";
 
-fn warp_specialized(after_arrival: &str, wait: &str) -> Compilation {
-    let text = WARP_SPECIALIZED
-        .replace("AFTER_ARRIVAL", after_arrival)
-        .replace("tma_store_wait(1);", wait);
-    compile(&text)
+/// `WARP_SPECIALIZED` with `edits`, and nothing AFTER_ARRIVAL unless one puts something there.
+fn warp_specialized(edits: &Edits) -> (String, Compilation) {
+    let text = edited(WARP_SPECIALIZED, edits).replace("AFTER_ARRIVAL", "");
+    let c = compile(&text);
+    (text, c)
 }
 
 #[test]
 fn a_consumer_thread_stores_what_the_consumer_warps_staged() {
-    let c = warp_specialized("", "tma_store_wait(1);");
+    let (_, c) = warp_specialized(&[]);
     for shape in [[37, 100], [16, 32], [50, 36], [5, 132]] {
         let (x, before, after) = run_tn(&c, "ws_store", shape);
         let after = after.unwrap_or_else(|e| panic!("{shape:?}: {e}"));
@@ -473,10 +577,7 @@ fn a_consumer_thread_stores_what_the_consumer_warps_staged() {
 /// ordered before the store's read.
 #[test]
 fn a_consumer_writing_after_its_arrival_races_with_the_store() {
-    let c = warp_specialized(
-        "if thread.x == 5 { ys[h][0][5] = 0.0; }",
-        "tma_store_wait(1);",
-    );
+    let (_, c) = warp_specialized(&[("AFTER_ARRIVAL", "if thread.x == 5 { ys[h][0][5] = 0.0; }")]);
     let (_, _, result) = run_tn(&c, "ws_store", [37, 100]);
     let err = result.unwrap_err();
     match err.kind() {
@@ -498,13 +599,42 @@ fn a_consumer_writing_after_its_arrival_races_with_the_store() {
 /// rewrite it while chunk c - 1's store may still read it, which the next wait finds.
 #[test]
 fn freeing_a_half_its_store_may_still_read_is_caught() {
-    let c = warp_specialized("", "tma_store_wait(2);");
+    let (_, c) = warp_specialized(&[("tma_store_wait(1);", "tma_store_wait(2);")]);
     let (_, _, result) = run_tn(&c, "ws_store", [37, 100]);
     let err = result.unwrap_err();
     assert!(
         matches!(err.kind(), ErrorKind::TmaStoreSourceOverwritten { array, .. } if array == "ys"),
         "{err}"
     );
+}
+
+/// The consumers' fences must precede their arrival on `staged`, which orders their writes
+/// before the store: with none, the store names thread 0's own write; with the fences after the
+/// arrival, thread 1's (thread 0's own fence still precedes its store).
+#[test]
+fn consumers_fence_their_writes_before_the_arrival_that_orders_them_before_the_store() {
+    const FENCED: &str = "fence_proxy_async();\n            mbarrier_arrive(staged[h]);";
+    for (arrival, writer) in [
+        ("mbarrier_arrive(staged[h]);", 0),
+        (
+            "mbarrier_arrive(staged[h]);\n            fence_proxy_async();",
+            1,
+        ),
+    ] {
+        let (text, c) = warp_specialized(&[(FENCED, arrival)]);
+        let (_, _, result) = run_tn(&c, "ws_store", [37, 100]);
+        let err = result.unwrap_err();
+        let expected = Unfenced {
+            op: "tma_store",
+            array: "ys".to_string(),
+            index: u64::from(writer),
+            reader: 0,
+            writer,
+            read_line: line_of(&text, "tma_store(m,"),
+            write_line: line_of(&text, "ys[h][i / 32][i % 32] ="),
+        };
+        assert_eq!(unfenced(&err), expected, "{arrival}: {err}");
+    }
 }
 
 /// `tma_store_add` adds its box into the output, clipped at the edges like `tma_store`: each
