@@ -287,8 +287,8 @@ pub struct Gpu {
     split_stream_k: bool,
     /// The device's L2, which decides where stream-K's blocks would read X from DRAM.
     l2_bytes: usize,
-    /// Whether gemm_wg's persistent products store through shared memory with TMA stores
-    /// ([`dispatch::tma_store`]): with `ZINC_TMA_STORE=1`.
+    /// Whether gemm_wg's persistent and two-way K-split products store through shared memory
+    /// with TMA stores ([`dispatch::tma_store`]): with `ZINC_TMA_STORE=1`.
     tma_store: bool,
 }
 
@@ -347,8 +347,8 @@ fn stream_k_from_env() -> (Option<dispatch::StreamK>, bool) {
     (how, value != "0")
 }
 
-/// Whether gemm_wg's persistent products take their TMA-store variant ([`Gpu::tma_store`]):
-/// with `ZINC_TMA_STORE=1`, until the H200 has timed it.
+/// Whether gemm_wg's persistent and two-way K-split products take their TMA-store variant
+/// ([`Gpu::tma_store`]): with `ZINC_TMA_STORE=1`, until the H200 has timed it.
 fn tma_store_enabled() -> bool {
     std::env::var("ZINC_TMA_STORE").as_deref() == Ok("1")
 }

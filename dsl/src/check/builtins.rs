@@ -461,23 +461,10 @@ impl FnCx<'_, '_> {
             Name::Mma => self.mma(args, span),
             Name::Ldmatrix(count) => self.ldmatrix(name, count, args, span),
             Name::CpAsync => self.cp_async(args, span),
-            Name::CpAsyncCommit => {
-                self.arity(name, args, 0, span)?;
-                Ok(mk(
-                    ir::ExprKind::Builtin(Builtin::CpAsyncCommit, vec![]),
-                    Type::Void,
-                    span,
-                ))
-            }
+            Name::CpAsyncCommit => self.commit(name, Builtin::CpAsyncCommit, args, span),
             Name::CpAsyncWait => {
-                self.arity(name, args, 1, span)?;
                 let what = "the number of groups `cp_async_wait` leaves in flight";
-                let n = self.const_int(&args[0], Scalar::U32, what, 0..=7)?;
-                Ok(mk(
-                    ir::ExprKind::Builtin(Builtin::CpAsyncWait(n as u8), vec![]),
-                    Type::Void,
-                    span,
-                ))
+                self.group_wait(name, what, Builtin::CpAsyncWait, args, span)
             }
             Name::Prmt => {
                 self.arity(name, args, 3, span)?;
@@ -565,23 +552,10 @@ impl FnCx<'_, '_> {
             Name::TmaLoad => self.tma_load(args, span),
             Name::TmaPrefetch => self.tma_prefetch(args, span),
             Name::TmaStore(op) => self.tma_store(name, op, args, span),
-            Name::TmaStoreCommit => {
-                self.arity(name, args, 0, span)?;
-                Ok(mk(
-                    ir::ExprKind::Builtin(Builtin::TmaStoreCommit, vec![]),
-                    Type::Void,
-                    span,
-                ))
-            }
+            Name::TmaStoreCommit => self.commit(name, Builtin::TmaStoreCommit, args, span),
             Name::TmaStoreWait => {
-                self.arity(name, args, 1, span)?;
                 let what = "the number of bulk groups `tma_store_wait` leaves reading";
-                let n = self.const_int(&args[0], Scalar::U32, what, 0..=7)?;
-                Ok(mk(
-                    ir::ExprKind::Builtin(Builtin::TmaStoreWait(n as u8), vec![]),
-                    Type::Void,
-                    span,
-                ))
+                self.group_wait(name, what, Builtin::TmaStoreWait, args, span)
             }
             Name::TensorMap => {
                 let d = Diagnostic::error(
@@ -786,6 +760,37 @@ impl FnCx<'_, '_> {
         let bar = self.mbarrier("tma_load", &args[4]);
         Ok(mk(
             ir::ExprKind::Builtin(Builtin::TmaLoad, vec![dst, map, row?, col?, bar?]),
+            Type::Void,
+            span,
+        ))
+    }
+
+    /// A group commit (`cp_async_commit()`, `tma_store_commit()`): no arguments, no value.
+    fn commit(
+        &mut self,
+        name: &str,
+        builtin: Builtin,
+        args: &[ast::Expr],
+        span: Span,
+    ) -> Res<ir::Expr> {
+        self.arity(name, args, 0, span)?;
+        Ok(mk(ir::ExprKind::Builtin(builtin, vec![]), Type::Void, span))
+    }
+
+    /// A wait for groups (`cp_async_wait(n)`, `tma_store_wait(n)`): `n` (`what`) a constant of
+    /// 0 to 7, the groups the wait leaves in flight.
+    fn group_wait(
+        &mut self,
+        name: &str,
+        what: &str,
+        builtin: fn(u8) -> Builtin,
+        args: &[ast::Expr],
+        span: Span,
+    ) -> Res<ir::Expr> {
+        self.arity(name, args, 1, span)?;
+        let n = self.const_int(&args[0], Scalar::U32, what, 0..=7)?;
+        Ok(mk(
+            ir::ExprKind::Builtin(builtin(n as u8), vec![]),
             Type::Void,
             span,
         ))
