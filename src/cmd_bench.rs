@@ -8,7 +8,7 @@
 //! memory-bound kernels with a device-to-device copy moving the same number of bytes.
 
 use crate::gpu::dispatch::{self, TuneEntry, TuneTable};
-use crate::gpu::runs_wgmma;
+use crate::gpu::{rewrites_from_env, runs_wgmma};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -149,7 +149,14 @@ pub fn run(args: &Args) -> Result<()> {
     for filter in unmatched_filters(&names, &args.filters, args.dispatch) {
         eprintln!("warning: no registered kernel or variant matches `{filter}`; it times nothing");
     }
-    let wgmma = runs_wgmma(&bench.registry);
+    let registered: Vec<&str> = bench.registry.names().collect();
+    let engine = EngineDispatch {
+        wgmma: runs_wgmma(&bench.registry),
+        rewrites: rewrites_from_env(),
+        sms: props.sm_count as usize,
+        l2_bytes: usize::try_from(props.l2_bytes).unwrap_or(usize::MAX),
+        registered: &registered,
+    };
     print_header();
     let mut rows = Vec::new();
     // A kernel's variants take turns at each shape, so its inputs are drawn and its weight
@@ -159,7 +166,7 @@ pub fn run(args: &Args) -> Result<()> {
     });
     let mut last = LastCase::default();
     for (name, spec, shape) in work {
-        if args.dispatch && !engine_runs(name, spec, &shape, wgmma) {
+        if args.dispatch && !engine_runs(name, spec, &shape, &engine) {
             continue;
         }
         let row = bench.row(name, spec, &shape, last.get(spec, &shape));
@@ -473,11 +480,35 @@ fn bench_filter_matches(name: &str, filter: &str, dispatch: bool) -> bool {
     }
 }
 
+/// What decides the engine's kernel for a product ([`engine_runs`]): whether it runs wgmma,
+/// the builds its settings put in place of the dispatch's ([`rewrites_from_env`]),
+/// the device's SMs and L2, and the registry's kernels (a build it lacks is not taken).
+struct EngineDispatch<'a> {
+    wgmma: bool,
+    rewrites: dispatch::Rewrites,
+    sms: usize,
+    l2_bytes: usize,
+    registered: &'a [&'a str],
+}
+
+impl EngineDispatch<'_> {
+    /// The kernel the engine runs for `pick`, the dispatch's choice for a `dims` product
+    /// (`gated`: of a gated pair), as `Gpu::default_kernel` takes it.
+    fn rewritten(&self, pick: String, dims: [usize; 3], gated: bool) -> String {
+        let rewrites = self.rewrites;
+        (rewrites.variant(&pick, dims, gated, self.sms, self.l2_bytes))
+            .filter(|v| self.registered.contains(&v.as_str()))
+            .unwrap_or(pick)
+    }
+}
+
 /// Whether the engine's dispatch runs kernel or variant `name` at `shape`: for a quantized
 /// GEMM (above `MATVEC_MAX_T` tokens) or matvec (up to it), the one `gpu::dispatch` picks for
 /// its weight type and activations (f16 or f32 in; int8 blocks for the matvecs, none for the
-/// GEMMs), with or without `wgmma`; of any other kernel, its default.
-fn engine_runs(name: &str, spec: &Spec, shape: &Shape, wgmma: bool) -> bool {
+/// GEMMs), with or without `wgmma`, or the build the engine's settings put in its place; of
+/// any other kernel, its default.
+fn engine_runs(name: &str, spec: &Spec, shape: &Shape, engine: &EngineDispatch) -> bool {
+    let wgmma = engine.wgmma;
     let decode = |t: usize| t <= dispatch::MATVEC_MAX_T;
     let pick = match (spec.op, spec.weight, spec.input, shape.0.as_slice()) {
         (Op::QuantGemm, Some(ty), Elem::F16, &[t, n, k]) if spec.gated.is_some() => {
@@ -485,9 +516,11 @@ fn engine_runs(name: &str, spec: &Spec, shape: &Shape, wgmma: bool) -> bool {
             (!decode(t))
                 .then(|| dispatch::gated_gemm(ty, gelu, t, n, k, wgmma))
                 .flatten()
+                .map(|pick| engine.rewritten(pick, [t, n, k], true))
         }
         (Op::QuantGemm, Some(ty), Elem::F16, &[t, n, k]) if !decode(t) => {
             dispatch::quant_gemm(ty, t, n, k, wgmma)
+                .map(|pick| engine.rewritten(pick, [t, n, k], false))
         }
         (Op::Matvec, Some(ty), Elem::ActS8, &[t, n, k]) if decode(t) => {
             dispatch::matvec_s8(ty, t, n, k)
@@ -623,9 +656,22 @@ mod tests {
 
     #[test]
     fn dispatch_keeps_what_the_engine_runs() {
+        let registered = ["gemm_q4k_wg@BT=256,SPLITK=2,TMA_STORE=1"];
+        let rewrites = dispatch::Rewrites {
+            stream_k: None,
+            split_stream_k: true,
+            tma_store: true,
+        };
+        let engine = |wgmma: bool, rewrites: dispatch::Rewrites| EngineDispatch {
+            wgmma,
+            rewrites,
+            sms: 132,
+            l2_bytes: 60 << 20,
+            registered: &registered,
+        };
         let runs = |name: &str, dims: &[usize], wgmma: bool| {
             let spec = crate::specs::spec_for(name).unwrap();
-            engine_runs(name, spec, &Shape(dims.to_vec()), wgmma)
+            engine_runs(name, spec, &Shape(dims.to_vec()), &engine(wgmma, rewrites))
         };
         let prefill = [512, 14336, 4096];
         let [t, n, k] = prefill;
@@ -638,6 +684,33 @@ mod tests {
         let other = dispatch::quant_gemm(GgmlType::Q4_K, 512, 4096, 4096, true).unwrap();
         assert_ne!(other, on_wgmma);
         assert!(!runs(&other, &prefill, true));
+        // The engine's settings put the TMA-store build in the K split's place, where the
+        // registry has it.
+        let split = [512, 4096, 14336];
+        let spec = crate::specs::spec_for("gemm_q4k_wg").unwrap();
+        let shape = Shape(split.to_vec());
+        assert!(runs(registered[0], &split, true));
+        assert!(!runs("gemm_q4k_wg@BT=256,SPLITK=2", &split, true));
+        let atomics = dispatch::Rewrites {
+            tma_store: false,
+            ..rewrites
+        };
+        assert!(engine_runs(
+            "gemm_q4k_wg@BT=256,SPLITK=2",
+            spec,
+            &shape,
+            &engine(true, atomics)
+        ));
+        let unregistered = EngineDispatch {
+            registered: &[],
+            ..engine(true, rewrites)
+        };
+        assert!(engine_runs(
+            "gemm_q4k_wg@BT=256,SPLITK=2",
+            spec,
+            &shape,
+            &unregistered
+        ));
         // The int8 GEMM is never the engine's; matvecs follow their own dispatch.
         assert!(!runs("gemm_q4k_s8", &prefill, true));
         let decode = [1, 4096, 14336];

@@ -548,13 +548,11 @@ mod tests {
     ///   reading past T), and 256 and then 90 (two 64-token tiles, the second moved back to end
     ///   at T, both split in K) of a product split in K;
     /// - the two-warpgroup tiles of both as persistent blocks (dispatch::PERSISTENT_TILE), one
-    ///   an SM, on the engine's grids, with the run's tile count where it has one, and the same
-    ///   storing through shared memory (dispatch::PERSISTENT_TMA_STORE_TILE).
+    ///   an SM, on the engine's grids, with the run's tile count where it has one.
     #[test]
     fn runs_of_gemm_wg_tiles_make_the_whole_product() {
         use crate::gpu::dispatch::{
             gated_gemm, quant_gemm, token_head, wave_tail, PERSISTENT_TILE,
-            PERSISTENT_TMA_STORE_TILE,
         };
         use zinc_models::quant::GgmlType;
         // A launch: the variant, its T, first token row, first tile and tiles (None: all).
@@ -574,13 +572,6 @@ mod tests {
             ),
             silu([260, 64, 256], "BT=256"),
             silu([260, 64, 256], PERSISTENT_TILE),
-            silu([256, 192, 256], PERSISTENT_TMA_STORE_TILE),
-            (
-                "gemm_wg.tile",
-                "gemm_q6k_wg",
-                [256, 320, 512],
-                PERSISTENT_TMA_STORE_TILE,
-            ),
             ("gemm_wg.tile", "gemm_q4k_wg", [346, 136, 1024], "BT=256"),
         ];
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");

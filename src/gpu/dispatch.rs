@@ -464,29 +464,58 @@ pub fn stream_k_workspace_words(blocks: usize) -> usize {
 /// Q6_K 396.5 -> 381.4 there; 512 x 14336 x 4096 within 1-2%).
 pub const PERSISTENT_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132";
 
-/// [`PERSISTENT_TILE`] storing its outputs through shared memory with TMA stores
-/// (kernels/gemm_wg.tile, TMA_STORE), so that they run on under the next tile's MMAs.
-pub const PERSISTENT_TMA_STORE_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132,TMA_STORE=1";
-
 /// The K split in two of gemm_wg's two-warpgroup tile on 256 tokens, and the same adding its
-/// halves into the output with TMA reductions (kernels/gemm_wg.tile, TMA_STORE).
+/// halves into the output with TMA reductions (kernels/gemm_wg.tile, TMA_STORE): 2-4% faster on
+/// the H200 at 512 x 4096 x 14336 (session 25: Q4_K 92.3 -> 90.2 us, Q6_K 98.6 -> 95.3).
+/// The persistent tile's TMA-store build lost 1-4% there (so the dispatch leaves it out).
 const SPLIT_TILE: &str = "BT=256,SPLITK=2";
 const SPLIT_TMA_STORE_TILE: &str = "BT=256,SPLITK=2,TMA_STORE=1";
 
-/// `kernel` (a gemm_wg kernel and variant, as [`quant_gemm`] and [`gated_gemm`] name them) on
-/// its TMA-store build where it is on [`PERSISTENT_TILE`] ([`PERSISTENT_TMA_STORE_TILE`]) or on
-/// the two-warpgroup K split in two. (Products whose N is not a multiple of 8 store directly
-/// in those builds too: the output's tensor map needs rows of whole 16-byte units.) The
-/// engine's choice with `ZINC_TMA_STORE=1`: not yet timed on the H200 (docs/PERF.md, session
-/// 24).
+/// `kernel` (a gemm_wg kernel and variant, as [`quant_gemm`] names them) on its TMA-store
+/// build where it is on the two-warpgroup K split in two. (Products whose N is not a multiple
+/// of 8 store with atomics in that build too: the output's tensor map needs rows of whole
+/// 16-byte units.) The engine's choice unless `ZINC_TMA_STORE=0`.
 pub fn tma_store(kernel: &str) -> Option<String> {
     let (base, variant) = kernel.split_once('@')?;
-    let stored = match variant {
-        PERSISTENT_TILE => PERSISTENT_TMA_STORE_TILE,
-        SPLIT_TILE => SPLIT_TMA_STORE_TILE,
-        _ => return None,
-    };
-    Some(format!("{base}@{stored}"))
+    (variant == SPLIT_TILE).then(|| format!("{base}@{SPLIT_TMA_STORE_TILE}"))
+}
+
+/// The engine's settings that replace the dispatch's gemm_wg tile ([`quant_gemm`],
+/// [`gated_gemm`]) with another build: stream-K ([`stream_k`], [`split_stream_k`]) and TMA
+/// reductions ([`tma_store`]). `zinc bench-kernels --dispatch` applies them as the engine does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rewrites {
+    /// Whether (and how) gemm_wg's products take a stream-K tile where [`stream_k`] says: with
+    /// `ZINC_STREAMK=1` or `2`.
+    pub stream_k: Option<StreamK>,
+    /// Whether K-split products with a short last wave take the stream-K tile
+    /// ([`split_stream_k`]): unless `ZINC_STREAMK=0`.
+    pub split_stream_k: bool,
+    /// Whether two-way K-split products add their halves with TMA reductions ([`tma_store`]):
+    /// unless `ZINC_TMA_STORE=0`.
+    pub tma_store: bool,
+}
+
+impl Rewrites {
+    /// The build that replaces `kernel` (the dispatch's choice for a `t` x `n` x `k` product,
+    /// `gated`: of a gated pair's 2n rows) on a device of `sms` SMs and `l2_bytes` of L2, if
+    /// any: a stream-K tile where one is asked for or a split takes it, else the TMA-store
+    /// build.
+    pub fn variant(
+        &self,
+        kernel: &str,
+        dims: [usize; 3],
+        gated: bool,
+        sms: usize,
+        l2_bytes: usize,
+    ) -> Option<String> {
+        let shared_out = match self.stream_k {
+            Some(how) => stream_k(kernel, dims, gated, sms, l2_bytes, how),
+            None if self.split_stream_k => split_stream_k(kernel, dims, sms),
+            None => None,
+        };
+        shared_out.or_else(|| self.tma_store.then(|| tma_store(kernel)).flatten())
+    }
 }
 
 /// gemm_wg's one-warpgroup tile on 256 tokens, with the producer warp and shared chunk scales.
@@ -635,10 +664,7 @@ const WG_GROUP: usize = 8;
 /// the llama3-8b shape but lost pp300 3.5%, for reasons not yet known.
 pub fn wave_tail(kernel: &str, t: usize, n: usize, gated: bool, sms: usize) -> Option<WaveTail> {
     let (base, variant) = kernel.split_once('@')?;
-    let two_warpgroups = matches!(
-        variant,
-        "BT=256" | "BT=256,PRODUCER=1" | PERSISTENT_TILE | PERSISTENT_TMA_STORE_TILE
-    );
+    let two_warpgroups = matches!(variant, "BT=256" | "BT=256,PRODUCER=1" | PERSISTENT_TILE);
     if !two_warpgroups || !base.contains("_wg") || !t.is_multiple_of(256) {
         return None;
     }
@@ -1015,33 +1041,24 @@ mod tests {
     }
 
     #[test]
-    fn tma_store_takes_the_persistent_tile_and_the_k_split_in_two() {
+    fn tma_store_takes_the_k_split_in_two_alone() {
         let listed = crate::variants::parse(include_str!("../../kernels/variants.txt")).unwrap();
-        let has_line = |defines: &str| {
-            listed
-                .iter()
-                .any(|v| v.family == "gemm_wg" && v.defines == defines)
-        };
-        let plain = quant_gemm(GgmlType::Q4_K, 2048, 14336, 4096, true).unwrap();
-        assert_eq!(plain, format!("gemm_q4k_wg@{PERSISTENT_TILE}"));
-        assert_eq!(
-            tma_store(&plain).unwrap(),
-            format!("gemm_q4k_wg@{PERSISTENT_TMA_STORE_TILE}")
-        );
-        assert!(has_line(PERSISTENT_TMA_STORE_TILE));
         let split = quant_gemm(GgmlType::Q4_K, 512, 4096, 14336, true).unwrap();
         assert_eq!(split, format!("gemm_q4k_wg@{SPLIT_TILE}"));
         assert_eq!(
             tma_store(&split).unwrap(),
             format!("gemm_q4k_wg@{SPLIT_TMA_STORE_TILE}")
         );
-        assert!(has_line(SPLIT_TMA_STORE_TILE));
-        // The short last wave splits off the gated unit's TMA-store tile as off the tile.
-        let tail = |kernel: &str| wave_tail(kernel, 512, 14336, true, WGMMA_SMS);
-        let silu = gated_gemm(GgmlType::Q4_K, false, 512, 14336, 4096, true).unwrap();
-        assert!(tail(&silu).is_some());
-        assert_eq!(tail(&tma_store(&silu).unwrap()), tail(&silu));
-        // Other tiles have no such build.
+        assert!(listed
+            .iter()
+            .any(|v| v.family == "gemm_wg" && v.defines == SPLIT_TMA_STORE_TILE));
+        // The persistent tile keeps its direct stores (its TMA-store build lost on the H200),
+        // and other tiles have no such build.
+        let plain = quant_gemm(GgmlType::Q4_K, 2048, 14336, 4096, true).unwrap();
+        assert_eq!(plain, format!("gemm_q4k_wg@{PERSISTENT_TILE}"));
+        assert_eq!(tma_store(&plain), None);
+        let silu = gated_gemm(GgmlType::Q4_K, false, 2048, 14336, 4096, true).unwrap();
+        assert_eq!(tma_store(&silu), None);
         assert_eq!(tma_store("gemm_q4k_wg@BT=256"), None);
         assert_eq!(tma_store("gemm_q4k_wg@BT=256,SPLITK=4"), None);
         assert_eq!(tma_store("gemm_q4k_wg"), None);

@@ -279,17 +279,11 @@ pub struct Gpu {
     /// The device's SMs, which decide where gemm_wg's last wave is short
     /// ([`dispatch::wave_tail`]).
     sms: usize,
-    /// Whether (and how) gemm_wg's products take a stream-K tile where [`dispatch::stream_k`]
-    /// says: with `ZINC_STREAMK=1` or `2`.
-    stream_k: Option<dispatch::StreamK>,
-    /// Whether K-split gemm_wg products with a short last wave take the stream-K tile
-    /// ([`dispatch::split_stream_k`]): unless `ZINC_STREAMK=0`.
-    split_stream_k: bool,
     /// The device's L2, which decides where stream-K's blocks would read X from DRAM.
     l2_bytes: usize,
-    /// Whether gemm_wg's persistent and two-way K-split products store through shared memory
-    /// with TMA stores ([`dispatch::tma_store`]): with `ZINC_TMA_STORE=1`.
-    tma_store: bool,
+    /// The builds that replace the dispatch's gemm_wg tiles (stream-K, TMA reductions), as the
+    /// environment sets them ([`rewrites_from_env`]).
+    rewrites: dispatch::Rewrites,
 }
 
 /// Greedy decode steps recorded as CUDA graphs and replayed: the step's token and position live
@@ -333,24 +327,23 @@ fn s8_fused_enabled() -> bool {
     std::env::var("ZINC_S8_FUSED").as_deref() != Ok("0")
 }
 
-/// `ZINC_STREAMK`, as ([`Gpu::stream_k`], [`Gpu::split_stream_k`]). `1` makes every gemm_wg
-/// product the rule allows share all of its super-blocks out ([`dispatch::stream_k`]), `2` its
-/// last waves'; by default only the split products [`dispatch::split_stream_k`] takes do (on
-/// the H200 the others lost to the tiles, K splits and short last waves they replace: session
-/// 22), and `0` turns that off too. Any other value is reported and ignored.
-fn stream_k_from_env() -> (Option<dispatch::StreamK>, bool) {
+/// The engine's [`dispatch::Rewrites`] from the environment. `ZINC_STREAMK=1` makes every
+/// gemm_wg product the rule allows share all of its super-blocks out ([`dispatch::stream_k`]),
+/// `2` its last waves'; by default only the split products [`dispatch::split_stream_k`] takes do
+/// (on the H200 the others lost to the tiles, K splits and short last waves they replace:
+/// session 22), and `0` turns that off too. Any other value is reported and ignored.
+/// `ZINC_TMA_STORE=0` keeps the two-way K split's atomics ([`dispatch::tma_store`]).
+pub fn rewrites_from_env() -> dispatch::Rewrites {
     let value = std::env::var("ZINC_STREAMK").unwrap_or_default();
     let how = dispatch::StreamK::from_env_value(&value);
     if how.is_none() && !matches!(value.as_str(), "" | "0") {
         eprintln!("warning: ZINC_STREAMK={value} is not 1 or 2 (or 0); stream-K stays off");
     }
-    (how, value != "0")
-}
-
-/// Whether gemm_wg's persistent and two-way K-split products take their TMA-store variant
-/// ([`Gpu::tma_store`]): with `ZINC_TMA_STORE=1`, until the H200 has timed it.
-fn tma_store_enabled() -> bool {
-    std::env::var("ZINC_TMA_STORE").as_deref() == Ok("1")
+    dispatch::Rewrites {
+        stream_k: how,
+        split_stream_k: value != "0",
+        tma_store: std::env::var("ZINC_TMA_STORE").as_deref() != Ok("0"),
+    }
 }
 
 /// Whether prefill-size Q4_K, Q5_K, Q6_K and Q8_0 products may take the gemm_*_wg kernels
@@ -686,7 +679,6 @@ impl Gpu {
             })
             .collect::<std::result::Result<_, RuntimeError>>()?;
         let no_offset = stream.alloc_zeros(1)?;
-        let (stream_k, split_stream_k) = stream_k_from_env();
         let mut gpu = Self {
             queue: Queue {
                 stream,
@@ -710,10 +702,8 @@ impl Gpu {
             s8_fused: s8_fused_enabled(),
             wgmma: false,
             sms: device.props().sm_count as usize,
-            stream_k,
-            split_stream_k,
             l2_bytes: usize::try_from(device.props().l2_bytes).unwrap_or(usize::MAX),
-            tma_store: tma_store_enabled(),
+            rewrites: rewrites_from_env(),
         };
         gpu.wgmma = runs_wgmma(&gpu.registry);
         if graphs_enabled() {
@@ -806,9 +796,8 @@ impl Gpu {
         Ok(kernel)
     }
 
-    /// The dispatch's kernel for a `t` x `n` x `k` product of `kind`, or its stream-K variant:
-    /// where [`Gpu::stream_k`] asks for one, else where [`dispatch::split_stream_k`] takes it;
-    /// or else, with [`Gpu::tma_store`], its TMA-store variant ([`dispatch::tma_store`]).
+    /// The dispatch's kernel for a `t` x `n` x `k` product of `kind`, or the build that
+    /// [`Gpu::rewrites`] puts in its place (where the registry has it).
     fn default_kernel(&self, kind: Product, t: usize, n: usize, k: usize) -> Option<String> {
         let name = match kind {
             Product::Matvec(ty) => Some(dispatch::matvec(ty, t, n, k)),
@@ -818,14 +807,8 @@ impl Gpu {
             Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
         }?;
         let gated = matches!(kind, Product::GatedGemm(..));
-        let stream_k = match self.stream_k {
-            Some(how) => dispatch::stream_k(&name, [t, n, k], gated, self.sms, self.l2_bytes, how),
-            None if self.split_stream_k => dispatch::split_stream_k(&name, [t, n, k], self.sms),
-            None => None,
-        };
-        let tma_store = || self.tma_store.then(|| dispatch::tma_store(&name)).flatten();
-        let variant = stream_k
-            .or_else(tma_store)
+        let variant = (self.rewrites)
+            .variant(&name, [t, n, k], gated, self.sms, self.l2_bytes)
             .filter(|v| self.registry.names().any(|n| n == v));
         Some(variant.unwrap_or(name))
     }

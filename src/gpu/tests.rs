@@ -231,7 +231,7 @@ fn stream_k_products_on_the_emulated_device_match_the_cpu() {
         let stream_k_on = |gpu: &mut Gpu| {
             gpu.sms = sms;
             gpu.s8_decode = false;
-            gpu.stream_k = Some(how);
+            gpu.rewrites.stream_k = Some(how);
         };
         let gguf = tiny_model("llama3-8b");
         let (gpu, _) = checked_on_emulated_device(&gguf, DEFAULT_TOLERANCE, stream_k_on, 256, 256);
