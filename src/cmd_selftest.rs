@@ -703,7 +703,8 @@ mod tests {
     /// to tile: 300 tokens (two token tiles, the second ragged) by 136 rows (two tiles of 128,
     /// the second ragged; a gated unit's 72 outputs likewise), on one block and on three (block
     /// 0 takes tiles 0 and 3). K of three super-blocks leaves the weights' two-deep ring on the
-    /// other parity at the next tile; Q6_K reloads its d words per tile. Each also stores
+    /// other parity at the next tile; Q6_K reloads its d words per tile; with 5 stages, a tile's
+    /// slices leave the ring's slots and phases shifted for the next. Each also stores
     /// through shared memory (TMA_STORE): the first token tile's chunks go out as TMA stores
     /// clipped at N, the second (moved back to end at T) takes the direct stores, and one block
     /// carries the staging halves' mbarrier phases from tile to tile.
@@ -723,6 +724,19 @@ mod tests {
                 "gemm_wg.tile",
                 "gemm_q4k_wg",
                 "WG=1,BT=256,STAGES=5,SHFL_SCALES=1",
+                [300, 72, 768],
+            ),
+            // A 5-deep ring: a tile's 12 slices leave the next tile's first on another slot.
+            (
+                "gemm_wg.tile",
+                "gemm_q6k_wg",
+                "BT=256,STAGES=5",
+                [300, 136, 768],
+            ),
+            (
+                "gemm_wg_glu.tile",
+                "gemm_q4k_wg_silu",
+                "BT=256,STAGES=5",
                 [300, 72, 768],
             ),
         ];
