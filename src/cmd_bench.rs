@@ -495,10 +495,8 @@ impl EngineDispatch<'_> {
     /// The kernel the engine runs for `pick`, the dispatch's choice for a `dims` product
     /// (`gated`: of a gated pair), as `Gpu::default_kernel` takes it.
     fn rewritten(&self, pick: String, dims: [usize; 3], gated: bool) -> String {
-        let rewrites = self.rewrites;
-        (rewrites.variant(&pick, dims, gated, self.sms, self.l2_bytes))
-            .filter(|v| self.registered.contains(&v.as_str()))
-            .unwrap_or(pick)
+        let registered = |v: &str| self.registered.contains(&v);
+        (self.rewrites).kernel(pick, dims, gated, self.sms, self.l2_bytes, registered)
     }
 }
 

@@ -467,7 +467,8 @@ pub const PERSISTENT_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132";
 /// The K split in two of gemm_wg's two-warpgroup tile on 256 tokens, and the same adding its
 /// halves into the output with TMA reductions (kernels/gemm_wg.tile, TMA_STORE): 2-4% faster on
 /// the H200 at 512 x 4096 x 14336 (session 25: Q4_K 92.3 -> 90.2 us, Q6_K 98.6 -> 95.3).
-/// The persistent tile's TMA-store build lost 1-4% there (so the dispatch leaves it out).
+/// The persistent tile's TMA-store build lost 0.4-4.4% at its anchors, so the dispatch leaves
+/// it out.
 const SPLIT_TILE: &str = "BT=256,SPLITK=2";
 const SPLIT_TMA_STORE_TILE: &str = "BT=256,SPLITK=2,TMA_STORE=1";
 
@@ -497,24 +498,27 @@ pub struct Rewrites {
 }
 
 impl Rewrites {
-    /// The build that replaces `kernel` (the dispatch's choice for a `t` x `n` x `k` product,
-    /// `gated`: of a gated pair's 2n rows) on a device of `sms` SMs and `l2_bytes` of L2, if
-    /// any: a stream-K tile where one is asked for or a split takes it, else the TMA-store
-    /// build.
-    pub fn variant(
+    /// The kernel the engine runs for `pick`, the dispatch's choice for a `t` x `n` x `k`
+    /// product (`gated`: of a gated pair's 2n rows), on a device of `sms` SMs and `l2_bytes` of
+    /// L2: a stream-K tile where one is asked for or a split takes it, else the TMA-store build,
+    /// else `pick`. A build `registered` does not know is not taken.
+    pub fn kernel(
         &self,
-        kernel: &str,
+        pick: String,
         dims: [usize; 3],
         gated: bool,
         sms: usize,
         l2_bytes: usize,
-    ) -> Option<String> {
+        registered: impl Fn(&str) -> bool,
+    ) -> String {
         let shared_out = match self.stream_k {
-            Some(how) => stream_k(kernel, dims, gated, sms, l2_bytes, how),
-            None if self.split_stream_k => split_stream_k(kernel, dims, sms),
+            Some(how) => stream_k(&pick, dims, gated, sms, l2_bytes, how),
+            None if self.split_stream_k => split_stream_k(&pick, dims, sms),
             None => None,
         };
-        shared_out.or_else(|| self.tma_store.then(|| tma_store(kernel)).flatten())
+        (shared_out.or_else(|| self.tma_store.then(|| tma_store(&pick)).flatten()))
+            .filter(|v| registered(v))
+            .unwrap_or(pick)
     }
 }
 

@@ -807,10 +807,9 @@ impl Gpu {
             Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
         }?;
         let gated = matches!(kind, Product::GatedGemm(..));
-        let variant = (self.rewrites)
-            .variant(&name, [t, n, k], gated, self.sms, self.l2_bytes)
-            .filter(|v| self.registry.names().any(|n| n == v));
-        Some(variant.unwrap_or(name))
+        let registered = |v: &str| self.registry.names().any(|n| n == v);
+        let dims = [t, n, k];
+        Some((self.rewrites).kernel(name, dims, gated, self.sms, self.l2_bytes, registered))
     }
 
     /// Runs `plan`, a fused GEMM's launches for an `n` x `k` matrix, on `args` (its input,
