@@ -468,6 +468,19 @@ fn render_format() {
     ), "{err}");
 }
 
+/// `bitcast<T>` of a view: the same address with another element type.
+#[test]
+fn views_bitcast_to_other_elements() {
+    let out = ir("kernel k(y: global mut [f32]) grid(1) block(32) {
+    let pairs = bitcast<global mut [f32x2]>(y + 2 * lane);
+    pairs[0] = f32x2(1.0, 2.0);
+    let read: global [u32] = bitcast<global [u32]>(y);
+    y[64] = read[lane] as f32;
+}");
+    assert!(out.contains("bitcast<global mut [f32x2]>("), "{out}");
+    assert!(out.contains("bitcast<global [u32]>("), "{out}");
+}
+
 #[test]
 fn tensor_core_builtins_are_checked() {
     let wrap = |body: &str| {
@@ -493,6 +506,11 @@ fn tensor_core_builtins_are_checked() {
             "operands of one element type",
         ),
         ("let x = bitcast<f32>(1u16);", "cannot bitcast `u16`"),
+        ("let v = bitcast<shared [f32x2]>(y);", "a view keeps its memory space"),
+        ("let v = bitcast<global mut [f16x2]>(g);", "cannot make a view mutable"),
+        ("let v = bitcast<global [f32]>(1u64);", "views bitcast only to views"),
+        ("let v = bitcast<u64>(g);", "views bitcast only to views"),
+        ("let v = bitcast<frag_a<f16> >(1u32);", "bitcasts reinterpret scalars, vectors and views"),
         ("let x = lop3(1u32, 2u32, 3u32, 256);", "out of range"),
         ("let x = dp4a(1u32, 2u32, 3u32);", "the accumulator of `dp4a`"),
         ("let x = dp4a_us(1i32, 2u32, 3);", "the first operand of `dp4a`"),
@@ -831,6 +849,18 @@ fn type_parameters_stand_for_scalar_types() {
     let m = compile_with(text, &[("OUT", "f16")], &[("lib.tile", lib)]).unwrap();
     assert_eq!(specialization(&m, "copy_h")[0], "OUT=bf16");
     assert_eq!(out_param(&m, "copy_h"), "global mut [bf16]");
+}
+
+/// `OUTx2` is the vector of a type parameter: pairs of OUT stored at once.
+#[test]
+fn type_parameters_have_vectors() {
+    let src = "kernel pairs<OUT: type = f32>(y: global mut [OUT]) grid(1) block(32) {
+        bitcast<global mut [OUTx2]>(y + 2 * lane)[0] = f32x2(1.0, 2.0) as OUTx2;
+    }";
+    for (out, want) in [("f32", "global mut [f32x2]"), ("f16", "global mut [f16x2]")] {
+        let m = compile_with(src, &[("OUT", out)], &[]).unwrap();
+        assert!(print_ir(&m).contains(want), "{out}: {}", print_ir(&m));
+    }
 }
 
 #[test]

@@ -237,6 +237,7 @@ impl<'m> Machine<'m, '_> {
         let mut out = vec![UNSET; self.threads];
         for t in mask.lanes() {
             let ptr = self.pointer(vals[0][t], e.span)?;
+            self.check_aligned(ptr, &e.ty, "an atomic", t, e.span)?;
             let (v, new) = (vals[1][t], vals[arity - 1][t]);
             let apply = |old: Value| match op {
                 Some(AtomicOp::Add) => Value::binary(BinOp::Add, old, v),

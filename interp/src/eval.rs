@@ -91,6 +91,7 @@ impl<'m> Machine<'m, '_> {
                 let mut out = vec![UNSET; self.threads];
                 for t in mask.lanes() {
                     let p = self.pointer(ptrs[t], ptr.span)?;
+                    self.check_aligned(p, &e.ty, "a load", t, e.span)?;
                     let who = self.touch(t, e.span);
                     out[t] = self
                         .mem
@@ -115,6 +116,8 @@ impl<'m> Machine<'m, '_> {
                     Ok(Value::Frag(FragValue { frag, regs: bits }))
                 })
             }
+            // A view's bitcast keeps its address (pointers count bytes).
+            ExprKind::Bitcast(x) if matches!(e.ty, Type::View { .. }) => self.eval(x, mask),
             ExprKind::Bitcast(x) => {
                 let v = self.eval(x, mask)?;
                 let size = x.ty.size() as usize;
@@ -251,6 +254,35 @@ impl<'m> Machine<'m, '_> {
     }
 
     /// A memory fault of thread `t` at `span`, as an error.
+    /// An access of a `ty` at `p` must sit at its natural alignment (its size; a 3-lane vector's
+    /// lane size), which a view's bitcast to a wider element can miss (the GPU faults). Shared
+    /// arrays and buffers start at least 16-byte aligned.
+    pub(crate) fn check_aligned(
+        &self,
+        p: Pointer,
+        ty: &Type,
+        op: &'static str,
+        t: usize,
+        span: Span,
+    ) -> Result<()> {
+        let align = match ty {
+            Type::Vector(s, 3) => s.size(),
+            other => other.size(),
+        };
+        if p.offset % i64::from(align) == 0 {
+            return Ok(());
+        }
+        Err(self.error_at(
+            span,
+            ErrorKind::Misaligned {
+                op,
+                thread: self.thread_id(t),
+                offset: p.offset,
+                align,
+            },
+        ))
+    }
+
     pub(crate) fn fault(&self, f: Fault<'m>, t: usize, span: Span) -> InterpError {
         match f {
             Fault::OutOfBounds {

@@ -588,6 +588,7 @@ impl<'m, 'a> Machine<'m, 'a> {
                 let values = self.eval(value, active)?;
                 for t in active.lanes() {
                     let p = self.pointer(ptrs[t], ptr.span)?;
+                    self.check_aligned(p, &value.ty, "a store", t, stmt.span)?;
                     let who = self.touch(t, stmt.span);
                     self.mem
                         .store(p, values[t], &value.ty, who)

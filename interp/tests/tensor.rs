@@ -293,6 +293,59 @@ kernel skew(x: global [f32], y: global mut [f32]) grid(1) block(1) {
     );
 }
 
+/// A view's bitcast keeps its address: pairs of f32 loaded, stored to shared memory and back
+/// out as one access each land where their elements would.
+#[test]
+fn view_bitcasts_move_whole_vectors() {
+    let src = "
+kernel pairs(x: global [f32], y: global mut [f32]) grid(1) block(32) {
+    shared s: [64] f32;
+    let two = bitcast<global [f32x2]>(x + 2 * lane)[0];
+    bitcast<shared mut [f32x2]>(s + 2 * lane)[0] = two * f32x2(2.0, 2.0);
+    barrier();
+    bitcast<global mut [f32x2]>(y + 2 * lane)[0] = f32x2(s[63 - lane], s[lane]);
+}";
+    let c = compile(src);
+    let mut rng = StdRng::seed_from_u64(26);
+    let x: Vec<f32> = (0..64).map(|_| rng.random_range(0.5f32..4.0)).collect();
+    let mut args = [
+        Arg::ReadOnly(Buffer::from_f32(&x)),
+        Arg::Buffer(Buffer::from_f32(&[f32::NAN; 64])),
+    ];
+    launch(&c, "pairs", &mut args).unwrap();
+    let y = args[1].buffer().unwrap().to_f32();
+    for l in 0..32 {
+        assert_eq!(y[2 * l], 2.0 * x[63 - l], "lane {l}");
+        assert_eq!(y[2 * l + 1], 2.0 * x[l], "lane {l}");
+    }
+}
+
+/// A wide access off its alignment faults on the GPU: the interpreter says so.
+#[test]
+fn misaligned_wide_accesses_are_errors() {
+    let src = "
+kernel skew(x: global [f32], y: global mut [f32]) grid(1) block(1) {
+    bitcast<global mut [f32x2]>(y + 1)[0] = f32x2(x[0], x[1]);
+}";
+    let c = compile(src);
+    let mut args = [
+        Arg::ReadOnly(Buffer::from_f32(&[1.0; 2])),
+        Arg::Buffer(Buffer::from_f32(&[0.0; 4])),
+    ];
+    let err = launch(&c, "skew", &mut args).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::Misaligned {
+                align: 8,
+                offset: 4,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
 #[test]
 fn prmt_lop3_and_bitcast_follow_ptx() {
     let src = "

@@ -60,6 +60,32 @@ fn vector_loads() {
     }
 }
 
+/// A view's bitcast to a wider element keeps the address: a pair of f32 goes out as one 8-byte
+/// store, to global and to shared memory.
+#[test]
+fn view_bitcasts_make_wide_accesses() {
+    let src = "
+kernel wide(x: global [f32], y: global mut [f32]) grid(1) block(32) {
+    shared s: [64] f32;
+    bitcast<shared mut [f32x2]>(s + 2 * lane)[0] = bitcast<global [f32x2]>(x + 2 * lane)[0];
+    barrier();
+    bitcast<global mut [f32x2]>(y + 2 * lane)[0] = f32x2(s[lane], s[lane + 32]);
+}";
+    let c = zinc_dsl::compile_source("wide.tile", src, &[], &|_| None)
+        .unwrap_or_else(|f| panic!("{}", f.render()));
+    for arch in ARCHS {
+        let p = ptx(&c.module, arch);
+        // Two 32-bit lanes (LLVM writes them as b32), or one b64.
+        for op in ["ld.global", "st.shared", "st.global"] {
+            let wide = [".v2.b32", ".v2.f32", ".b64"].map(|w| format!("{op}{w}"));
+            assert!(
+                wide.iter().any(|w| p.contains(w.as_str())),
+                "{arch}: no 8-byte `{op}` in\n{p}"
+            );
+        }
+    }
+}
+
 #[test]
 fn reduce_uses_shuffles_shared_barriers_atomics() {
     for arch in ARCHS {

@@ -955,11 +955,15 @@ impl FnCx<'_, '_> {
         }
     }
 
-    /// `bitcast<T>(x)`: the same bits as another scalar or vector type of the same size.
+    /// `bitcast<T>(x)`: the same bits as another scalar or vector type of the same size, or the
+    /// same address as a view of another element type (in the same space, no more mutable).
     fn bitcast(&mut self, inner: &ast::Expr, ty: &ast::TypeExpr, span: Span) -> Res<ir::Expr> {
-        let to = types::resolve(self.ck, ty, types::Usage::Cast);
+        let to = types::resolve(self.ck, ty, types::Usage::Bitcast);
         let x = self.value(inner, None)?;
         let to = to?;
+        if let (Type::View { .. }, _) | (_, Type::View { .. }) = (&x.ty, &to) {
+            return self.view_bitcast(x, to, span);
+        }
         let plain = |t: &Type| match t {
             Type::Scalar(s) | Type::Vector(s, _) => *s != Scalar::Bool,
             _ => false,
@@ -977,6 +981,38 @@ impl FnCx<'_, '_> {
             return Err(self.error(d));
         }
         Ok(mk(ir::ExprKind::Bitcast(Box::new(x)), to, span))
+    }
+
+    /// `bitcast<global [f32x2]>(y + n)`: the view's address with another element type, so that
+    /// one access moves several elements (its alignment is the program's to keep).
+    fn view_bitcast(&mut self, x: ir::Expr, to: Type, span: Span) -> Res<ir::Expr> {
+        let why = match (&x.ty, &to) {
+            (
+                Type::View {
+                    space: from_space,
+                    mutable: from_mut,
+                    ..
+                },
+                Type::View { space, mutable, .. },
+            ) => {
+                if from_space != space {
+                    Some("a view keeps its memory space")
+                } else if *mutable && !from_mut {
+                    Some("a bitcast cannot make a view mutable")
+                } else {
+                    None
+                }
+            }
+            _ => Some("views bitcast only to views"),
+        };
+        match why {
+            None => Ok(mk(ir::ExprKind::Bitcast(Box::new(x)), to, span)),
+            Some(why) => {
+                let d =
+                    Diagnostic::error(format!("cannot bitcast `{}` to `{to}`: {why}", x.ty), span);
+                Err(self.error(d))
+            }
+        }
     }
 
     fn unary(

@@ -15,6 +15,8 @@ pub enum Usage {
     FnResult,
     Local,
     Cast,
+    /// The target of `bitcast<T>`: casts' types, and views.
+    Bitcast,
     SharedElem,
     /// The result of `intrinsic<T>` or `asm<T>`: `void` allowed.
     Foreign,
@@ -22,14 +24,19 @@ pub enum Usage {
 
 /// `f32x4` -> (F32, 4).
 pub fn vector_type(name: &str) -> Option<(Scalar, u8)> {
-    let (scalar, lanes) = name.rsplit_once('x')?;
+    vector_of(name, Scalar::from_name)
+}
+
+/// `NAMExN` -> (the scalar `NAME` stands for, N), for N in 2, 3, 4.
+fn vector_of(name: &str, scalar: impl Fn(&str) -> Option<Scalar>) -> Option<(Scalar, u8)> {
+    let (elem, lanes) = name.rsplit_once('x')?;
     let lanes = match lanes {
         "2" => 2,
         "3" => 3,
         "4" => 4,
         _ => return None,
     };
-    Scalar::from_name(scalar)
+    scalar(elem)
         .filter(|s| *s != Scalar::Bool)
         .map(|s| (s, lanes))
 }
@@ -62,7 +69,10 @@ pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
                 .or_else(|| Scalar::from_name(&id.name))
             {
                 Type::Scalar(s)
-            } else if let Some((s, n)) = vector_type(&id.name) {
+            } else if let Some((s, n)) = vector_type(&id.name)
+                // A type parameter's vectors: `OUTx2` where OUT is f16 is `f16x2`.
+                .or_else(|| vector_of(&id.name, |p| ck.type_param(p)))
+            {
                 Type::Vector(s, n)
             } else if id.name == "void" && usage == Usage::Foreign {
                 Type::Void
@@ -147,7 +157,7 @@ pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
         (Type::TensorMap(_), u) => u == Usage::FnParam,
         (Type::View { space, .. }, u) => match u {
             Usage::KernelParam => *space == Space::Global,
-            Usage::FnParam | Usage::FnResult | Usage::Local => true,
+            Usage::FnParam | Usage::FnResult | Usage::Local | Usage::Bitcast => true,
             _ => false,
         },
     };
@@ -167,6 +177,7 @@ pub fn resolve(ck: &mut Checker<'_>, t: &TypeExpr, usage: Usage) -> Res<Type> {
         }
         (Usage::Const | Usage::CtParam, _) => "constants must have a scalar type",
         (Usage::Cast, _) => "casts convert scalars and vectors only",
+        (Usage::Bitcast, _) => "bitcasts reinterpret scalars, vectors and views only",
         (Usage::SharedElem, _) => "elements must be scalars or vectors",
         (_, Type::Frag(_)) => {
             "fragments live in registers: locals, parameters and results of functions"
