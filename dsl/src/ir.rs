@@ -787,6 +787,10 @@ pub enum Builtin {
     /// accesses before it are ordered before those after it (a lane that acquired a flag passes
     /// the acquire on to the others). Void.
     SyncWarp,
+    /// `[ns (u32)]`: `nanosleep.u32`: the thread sleeps for about `ns` nanoseconds (the hardware
+    /// picks a time between 0 and 2 ns, at most a millisecond), to back off from a spin or to
+    /// start a block's work later than its neighbours'. Void.
+    Nanosleep,
     /// `[]`: `fence.proxy.async.shared::cta`: this thread's earlier shared-memory writes (plain
     /// stores, cp.async) become visible to the async proxy, through which `Wgmma` reads B. Void;
     /// Hopper only, built for sm_90a with the wgmma kernels.

@@ -426,6 +426,7 @@ fn builtin(b: Builtin) -> String {
         Builtin::FenceProxyAsync => "fence_proxy_async",
         Builtin::FenceGpu => "fence_gpu",
         Builtin::SyncWarp => "sync_warp",
+        Builtin::Nanosleep => "nanosleep",
         Builtin::MbarrierInit => "mbarrier_init",
         Builtin::MbarrierExpectTx => "mbarrier_expect_tx",
         Builtin::MbarrierArrive => "mbarrier_arrive",

@@ -279,6 +279,7 @@ fn builtins_lower_to_their_ir() {
         fence_block();
         fence();
         barrier();
+        nanosleep(n + 8);
         c[3] = select(all, m + q, t + r + swapped) + max(thread.x, block_dim.x) + (abs(-3) as u32);
     }",
     );
@@ -315,7 +316,7 @@ fn builtins_lower_to_their_ir() {
         "{out}"
     );
     assert!(
-        out.contains("fence.block;\n    fence.device;\n    barrier;"),
+        out.contains("fence.block;\n    fence.device;\n    barrier;\n    nanosleep((n#2 + 8u32));"),
         "{out}"
     );
 }
@@ -349,6 +350,14 @@ fn builtin_misuse() {
     assert!(error("kernel k() grid(1) block(1) { fence(1); }")
         .contains("`fence` takes 0 arguments but 1 was given"));
     assert!(error("fn f(v: f32) { v + 1.0; }").contains("only calls can stand alone"));
+    let e = error("fn f(t: f32) { nanosleep(t); }");
+    assert!(
+        e.contains("nanoseconds of `nanosleep`") && e.contains("`u32`"),
+        "{e}"
+    );
+    assert!(
+        error("fn f() { nanosleep(); }").contains("`nanosleep` takes 1 argument but 0 were given")
+    );
 }
 
 #[test]

@@ -117,6 +117,8 @@ impl<'m> Machine<'m, '_> {
                 }
                 Ok(vec![UNSET; self.threads])
             }
+            // Time is not modelled: a sleep changes no state.
+            Builtin::Nanosleep => Ok(vec![UNSET; self.threads]),
             Builtin::SyncWarp => {
                 self.check_converged(mask, "sync_warp", e.span)?;
                 Ok(vec![UNSET; self.threads])

@@ -176,6 +176,11 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 arity(3)?;
                 self.lop3(&vals, lut, span)?
             }
+            Builtin::Nanosleep => {
+                arity(1)?;
+                self.call_intrinsic("llvm.nvvm.nanosleep", &[], &vals, span)?;
+                return Ok(None);
+            }
             Builtin::Wgmma { acc, first, n } => {
                 arity(2)?;
                 self.wgmma((acc, first, n), vals[0], vals[1], span)?;

@@ -1,5 +1,6 @@
-//! Handing values over between blocks: `fence_gpu()` is `membar.gl` and `sync_warp()` the whole
-//! warp's `bar.warp.sync`, on every user arch, and ptxas takes them.
+//! Handing values over between blocks: `fence_gpu()` is `membar.gl`, `sync_warp()` the whole
+//! warp's `bar.warp.sync` and `nanosleep(ns)` `nanosleep.u32`, on every user arch, and ptxas
+//! takes them.
 
 use super::ptxas::sass_of;
 use super::ARCHS;
@@ -20,6 +21,7 @@ fn fences_and_warp_syncs_reach_the_ptx_of_every_arch() {
             .collect();
         assert_eq!(ptx.matches("membar.gl;").count(), 2, "{arch}:\n{ptx}");
         assert_eq!(ptx.matches("bar.warp.sync -1;").count(), 1, "{arch}");
+        assert_eq!(ptx.matches("nanosleep.u32 64;").count(), 1, "{arch}");
         assert!(
             ptx.contains("atom.global.cas.b32") || ptx.contains(".cas.b32"),
             "{arch}"

@@ -48,6 +48,7 @@ pub enum Name {
     FenceProxyAsync,
     FenceGpu,
     SyncWarp,
+    Nanosleep,
     MbarrierInit,
     MbarrierExpectTx,
     MbarrierArrive,
@@ -119,6 +120,7 @@ const TABLE: &[(&str, Name)] = &[
     ("fence_proxy_async", Name::FenceProxyAsync),
     ("fence_gpu", Name::FenceGpu),
     ("sync_warp", Name::SyncWarp),
+    ("nanosleep", Name::Nanosleep),
     ("mbarrier_init", Name::MbarrierInit),
     ("mbarrier_expect_tx", Name::MbarrierExpectTx),
     ("mbarrier_arrive", Name::MbarrierArrive),
@@ -519,6 +521,19 @@ impl FnCx<'_, '_> {
                     _ => Builtin::FenceProxyAsync,
                 };
                 Ok(mk(ir::ExprKind::Builtin(op, vec![]), Type::Void, span))
+            }
+            Name::Nanosleep => {
+                self.arity(name, args, 1, span)?;
+                let ns = self.expect(
+                    &args[0],
+                    &Type::Scalar(Scalar::U32),
+                    "the nanoseconds of `nanosleep`",
+                )?;
+                Ok(mk(
+                    ir::ExprKind::Builtin(Builtin::Nanosleep, vec![ns]),
+                    Type::Void,
+                    span,
+                ))
             }
             Name::MbarrierArrive => {
                 self.arity(name, args, 1, span)?;
