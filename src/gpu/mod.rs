@@ -363,13 +363,13 @@ pub(crate) fn check_stagger(rewrites: &dispatch::Rewrites, registry: &Registry) 
     let Some(ns) = rewrites.stagger_ns else {
         return;
     };
-    let wanted = format!("{},STAGGER={ns}", dispatch::PERSISTENT_TILE);
+    let staggered = format!("{},STAGGER=", dispatch::PERSISTENT_TILE);
     let mut known: Vec<&str> = registry
         .names()
         .filter_map(|n| n.strip_prefix("gemm_q4k_wg@"))
-        .filter(|v| v.starts_with(&format!("{},STAGGER=", dispatch::PERSISTENT_TILE)))
+        .filter(|v| v.starts_with(&staggered))
         .collect();
-    if !known.contains(&wanted.as_str()) && runs_wgmma(registry) {
+    if !known.contains(&format!("{staggered}{ns}").as_str()) && runs_wgmma(registry) {
         known.sort();
         eprintln!(
             "warning: ZINC_STAGGER={ns} has no build (these do: {}); the tiles stay unstaggered",
