@@ -477,16 +477,24 @@ const SPLIT_TMA_STORE_TILE: &str = "BT=256,SPLITK=2,TMA_STORE=1";
 /// of 8 store with atomics in that build too: the output's tensor map needs rows of whole
 /// 16-byte units.) The engine's choice unless `ZINC_TMA_STORE=0`.
 pub fn tma_store(kernel: &str) -> Option<String> {
+    rebuilt(kernel, SPLIT_TILE, SPLIT_TMA_STORE_TILE)
+}
+
+/// `kernel` (`name@variant`) as its build `build` where its variant is `tile`.
+fn rebuilt(kernel: &str, tile: &str, build: &str) -> Option<String> {
     let (base, variant) = kernel.split_once('@')?;
-    (variant == SPLIT_TILE).then(|| format!("{base}@{SPLIT_TMA_STORE_TILE}"))
+    (variant == tile).then(|| format!("{base}@{build}"))
 }
 
 /// `kernel` (a gemm_wg kernel and variant) on the persistent tile's build whose odd blocks
 /// start `ns` nanoseconds late (kernels/gemm_wg.tile, STAGGER), where it is on the persistent
 /// tile: the engine's choice with `ZINC_STAGGER=ns`, for timing it (not yet measured).
 pub fn staggered(kernel: &str, ns: u32) -> Option<String> {
-    let (base, variant) = kernel.split_once('@')?;
-    (variant == PERSISTENT_TILE).then(|| format!("{base}@{PERSISTENT_TILE},STAGGER={ns}"))
+    rebuilt(
+        kernel,
+        PERSISTENT_TILE,
+        &format!("{PERSISTENT_TILE},STAGGER={ns}"),
+    )
 }
 
 /// The engine's settings that replace the dispatch's gemm_wg tile ([`quant_gemm`],
