@@ -370,7 +370,7 @@ pub(crate) fn check_stagger(rewrites: &dispatch::Rewrites, registry: &Registry) 
         .filter(|v| v.starts_with(&staggered))
         .collect();
     if !known.contains(&format!("{staggered}{ns}").as_str()) && runs_wgmma(registry) {
-        known.sort();
+        known.sort_by_key(|v| v.rsplit('=').next().and_then(|ns| ns.parse::<u32>().ok()));
         eprintln!(
             "warning: ZINC_STAGGER={ns} has no build (these do: {}); the tiles stay unstaggered",
             known.join(" ")
