@@ -364,13 +364,18 @@ pub(crate) fn check_stagger(rewrites: &dispatch::Rewrites, registry: &Registry) 
         return;
     };
     let staggered = format!("{},STAGGER=", dispatch::PERSISTENT_TILE);
-    let mut known: Vec<&str> = registry
+    let mut known: Vec<u32> = registry
         .names()
-        .filter_map(|n| n.strip_prefix("gemm_q4k_wg@"))
-        .filter(|v| v.starts_with(&staggered))
+        .filter_map(|n| {
+            n.strip_prefix("gemm_q4k_wg@")?
+                .strip_prefix(&staggered)?
+                .parse()
+                .ok()
+        })
         .collect();
-    if !known.contains(&format!("{staggered}{ns}").as_str()) && runs_wgmma(registry) {
-        known.sort_by_key(|v| v.rsplit('=').next().and_then(|ns| ns.parse::<u32>().ok()));
+    if !known.contains(&ns) && runs_wgmma(registry) {
+        known.sort_unstable();
+        let known: Vec<String> = known.iter().map(u32::to_string).collect();
         eprintln!(
             "warning: ZINC_STAGGER={ns} has no build (these do: {}); the tiles stay unstaggered",
             known.join(" ")
