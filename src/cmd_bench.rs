@@ -8,7 +8,7 @@
 //! memory-bound kernels with a device-to-device copy moving the same number of bytes.
 
 use crate::gpu::dispatch::{self, TuneEntry, TuneTable};
-use crate::gpu::{check_stagger, rewrites_from_env, runs_wgmma};
+use crate::gpu::{rewrites_from_env, runs_wgmma};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -157,7 +157,6 @@ pub fn run(args: &Args) -> Result<()> {
         l2_bytes: usize::try_from(props.l2_bytes).unwrap_or(usize::MAX),
         registered: &registered,
     };
-    check_stagger(&engine.rewrites, &bench.registry);
     print_header();
     let mut rows = Vec::new();
     // A kernel's variants take turns at each shape, so its inputs are drawn and its weight
@@ -660,7 +659,6 @@ mod tests {
             stream_k: None,
             split_stream_k: true,
             tma_store: true,
-            stagger_ns: None,
         };
         let engine = |wgmma: bool, rewrites: dispatch::Rewrites| EngineDispatch {
             wgmma,

@@ -477,30 +477,13 @@ const SPLIT_TMA_STORE_TILE: &str = "BT=256,SPLITK=2,TMA_STORE=1";
 /// of 8 store with atomics in that build too: the output's tensor map needs rows of whole
 /// 16-byte units.) The engine's choice unless `ZINC_TMA_STORE=0`.
 pub fn tma_store(kernel: &str) -> Option<String> {
-    rebuilt(kernel, SPLIT_TILE, SPLIT_TMA_STORE_TILE)
-}
-
-/// `kernel` (`name@variant`) as its build `build` where its variant is `tile`.
-fn rebuilt(kernel: &str, tile: &str, build: &str) -> Option<String> {
     let (base, variant) = kernel.split_once('@')?;
-    (variant == tile).then(|| format!("{base}@{build}"))
-}
-
-/// `kernel` (a gemm_wg kernel and variant) on the persistent tile's build whose odd blocks
-/// start `ns` nanoseconds late (kernels/gemm_wg.tile, STAGGER), where it is on the persistent
-/// tile: the engine's choice with `ZINC_STAGGER=ns`, for timing it (not yet measured).
-pub fn staggered(kernel: &str, ns: u32) -> Option<String> {
-    rebuilt(
-        kernel,
-        PERSISTENT_TILE,
-        &format!("{PERSISTENT_TILE},STAGGER={ns}"),
-    )
+    (variant == SPLIT_TILE).then(|| format!("{base}@{SPLIT_TMA_STORE_TILE}"))
 }
 
 /// The engine's settings that replace the dispatch's gemm_wg tile ([`quant_gemm`],
-/// [`gated_gemm`]) with another build: stream-K ([`stream_k`], [`split_stream_k`]), TMA
-/// reductions ([`tma_store`]) and staggered persistent blocks ([`staggered`]). `zinc
-/// bench-kernels --dispatch` applies them as the engine does.
+/// [`gated_gemm`]) with another build: stream-K ([`stream_k`], [`split_stream_k`]) and TMA
+/// reductions ([`tma_store`]). `zinc bench-kernels --dispatch` applies them as the engine does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rewrites {
     /// Whether (and how) gemm_wg's products take a stream-K tile where [`stream_k`] says: with
@@ -512,17 +495,13 @@ pub struct Rewrites {
     /// Whether two-way K-split products add their halves with TMA reductions ([`tma_store`]):
     /// unless `ZINC_TMA_STORE=0`.
     pub tma_store: bool,
-    /// With `ZINC_STAGGER=ns`: persistent tiles start their odd blocks `ns` late
-    /// ([`staggered`]).
-    pub stagger_ns: Option<u32>,
 }
 
 impl Rewrites {
     /// The kernel the engine runs for `pick`, the dispatch's choice for a `t` x `n` x `k`
     /// product (`gated`: of a gated pair's 2n rows), on a device of `sms` SMs and `l2_bytes` of
     /// L2: a stream-K tile where one is asked for or a split takes it, else the TMA-store build,
-    /// else the staggered persistent tile where asked for, else `pick`. A build `registered`
-    /// does not know is not taken.
+    /// else `pick`. A build `registered` does not know is not taken.
     pub fn kernel(
         &self,
         pick: String,
@@ -538,7 +517,6 @@ impl Rewrites {
             None => None,
         };
         (shared_out.or_else(|| self.tma_store.then(|| tma_store(&pick)).flatten()))
-            .or_else(|| self.stagger_ns.and_then(|ns| staggered(&pick, ns)))
             .filter(|v| registered(v))
             .unwrap_or(pick)
     }
@@ -1088,64 +1066,6 @@ mod tests {
         assert_eq!(tma_store("gemm_q4k_wg@BT=256"), None);
         assert_eq!(tma_store("gemm_q4k_wg@BT=256,SPLITK=4"), None);
         assert_eq!(tma_store("gemm_q4k_wg"), None);
-    }
-
-    #[test]
-    fn stagger_takes_the_persistent_tile_alone() {
-        let listed = crate::variants::parse(include_str!("../../kernels/variants.txt")).unwrap();
-        let staggered_tile = format!("{PERSISTENT_TILE},STAGGER=1500");
-        for family in ["gemm_wg", "gemm_wg_glu", "gemm_wg_h"] {
-            assert!(
-                listed
-                    .iter()
-                    .any(|v| v.family == family && v.defines == staggered_tile),
-                "{family}"
-            );
-        }
-        let dims = [2048, 14336, 4096];
-        let plain = quant_gemm(GgmlType::Q4_K, dims[0], dims[1], dims[2], true).unwrap();
-        let want = format!("gemm_q4k_wg@{staggered_tile}");
-        assert_eq!(staggered(&plain, 1500).unwrap(), want);
-        let silu = gated_gemm(GgmlType::Q4_K, false, dims[0], dims[1], dims[2], true).unwrap();
-        assert_eq!(
-            staggered(&silu, 1500).unwrap(),
-            format!("gemm_q4k_wg_silu@{staggered_tile}")
-        );
-        let split = quant_gemm(GgmlType::Q4_K, 512, 4096, 14336, true).unwrap();
-        assert_eq!(staggered(&split, 1500), None);
-        assert_eq!(staggered("gemm_q4k_wg", 1500), None);
-        // The engine takes it where asked for and registered; the TMA-store rewrite of the
-        // K split comes first, and without the build the dispatch's tile stays.
-        let rewrites = Rewrites {
-            stream_k: None,
-            split_stream_k: false,
-            tma_store: true,
-            stagger_ns: Some(1500),
-        };
-        let kernel = |pick: &str, dims, registered: &dyn Fn(&str) -> bool| {
-            rewrites.kernel(
-                pick.to_string(),
-                dims,
-                false,
-                WGMMA_SMS,
-                60 << 20,
-                registered,
-            )
-        };
-        assert_eq!(kernel(&plain, dims, &|_| true), want);
-        assert_eq!(kernel(&plain, dims, &|v| v != want), plain);
-        assert_eq!(
-            kernel(&split, [512, 4096, 14336], &|_| true),
-            format!("gemm_q4k_wg@{SPLIT_TMA_STORE_TILE}")
-        );
-        let off = Rewrites {
-            stagger_ns: None,
-            ..rewrites
-        };
-        assert_eq!(
-            off.kernel(plain.clone(), dims, false, WGMMA_SMS, 60 << 20, |_| true),
-            plain
-        );
     }
 
     #[test]

@@ -333,8 +333,6 @@ fn s8_fused_enabled() -> bool {
 /// (on the H200 the others lost to the tiles, K splits and short last waves they replace:
 /// session 22), and `0` turns that off too. Any other value is reported and ignored.
 /// `ZINC_TMA_STORE=0` keeps the two-way K split's atomics ([`dispatch::tma_store`]).
-/// `ZINC_STAGGER=ns` starts the persistent tiles' odd blocks `ns` late ([`dispatch::staggered`];
-/// only values with a build in kernels/variants.txt take effect: [`check_stagger`] says so).
 pub fn rewrites_from_env() -> dispatch::Rewrites {
     let value = std::env::var("ZINC_STREAMK").unwrap_or_default();
     let how = dispatch::StreamK::from_env_value(&value);
@@ -345,41 +343,6 @@ pub fn rewrites_from_env() -> dispatch::Rewrites {
         stream_k: how,
         split_stream_k: value != "0",
         tma_store: std::env::var("ZINC_TMA_STORE").as_deref() != Ok("0"),
-        stagger_ns: std::env::var("ZINC_STAGGER")
-            .ok()
-            .and_then(|v| match v.parse() {
-                Ok(ns) => Some(ns),
-                Err(_) => {
-                    eprintln!("warning: ZINC_STAGGER={v} is not a number of nanoseconds; ignored");
-                    None
-                }
-            }),
-    }
-}
-
-/// Warns when `rewrites` asks for staggered persistent tiles that `registry` has no build of
-/// (the rewrite then leaves the dispatch's tile in place).
-pub(crate) fn check_stagger(rewrites: &dispatch::Rewrites, registry: &Registry) {
-    let Some(ns) = rewrites.stagger_ns else {
-        return;
-    };
-    let staggered = format!("{},STAGGER=", dispatch::PERSISTENT_TILE);
-    let mut known: Vec<u32> = registry
-        .names()
-        .filter_map(|n| {
-            n.strip_prefix("gemm_q4k_wg@")?
-                .strip_prefix(&staggered)?
-                .parse()
-                .ok()
-        })
-        .collect();
-    if !known.contains(&ns) && runs_wgmma(registry) {
-        known.sort_unstable();
-        let known: Vec<String> = known.iter().map(u32::to_string).collect();
-        eprintln!(
-            "warning: ZINC_STAGGER={ns} has no build (these do: {}); the tiles stay unstaggered",
-            known.join(" ")
-        );
     }
 }
 
@@ -743,7 +706,6 @@ impl Gpu {
             rewrites: rewrites_from_env(),
         };
         gpu.wgmma = runs_wgmma(&gpu.registry);
-        check_stagger(&gpu.rewrites, &gpu.registry);
         if graphs_enabled() {
             gpu.enable_decode_graphs(!device.is_emulated())?;
         }
