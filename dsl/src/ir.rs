@@ -795,6 +795,12 @@ pub enum Builtin {
     /// stores, cp.async) become visible to the async proxy, through which `Wgmma` reads B. Void;
     /// Hopper only, built for sm_90a with the wgmma kernels.
     FenceProxyAsync,
+    /// `[]`: `fence.proxy.async.global`: this thread's global-memory accesses before it are
+    /// ordered, across the generic and async proxies, before its accesses after it: a block that
+    /// acquired a flag (`FenceGpu`) then adds into what another block's `TmaStore` wrote with its
+    /// own `TmaStore`, or one whose stores completed (`TmaStoreDone`) then releases a flag. Void;
+    /// sm_90a only.
+    FenceProxyAsyncGlobal,
     /// `[bar (shared mut view of u64), count (u32)]`: `mbarrier.init` with `count` arrivals per
     /// phase, then the fence that makes the initialization visible to the async proxy (TMA).
     /// Void; sm_90a only, as the rest of this group.
@@ -831,6 +837,10 @@ pub enum Builtin {
     /// `[]`: `cp.async.bulk.wait_group.read`: wait until at most `.0` of this thread's bulk
     /// groups may still be reading their shared sources. Void.
     TmaStoreWait(u8),
+    /// `[]`: `cp.async.bulk.wait_group`: wait until at most `.0` of this thread's bulk groups
+    /// are unfinished, the others' writes to global memory complete and visible to this thread
+    /// (not only their reads of shared memory, as `TmaStoreWait`). Void.
+    TmaStoreDone(u8),
 }
 
 /// Whether function `f` of module `m` uses an sm_90a-only instruction (`wgmma`, the async-proxy
@@ -849,6 +859,7 @@ pub fn needs_sm90a(m: &Module, f: &Function) -> bool {
                 | Builtin::SetMaxNReg { .. }
                 | Builtin::WgmmaWait(_)
                 | Builtin::FenceProxyAsync
+                | Builtin::FenceProxyAsyncGlobal
                 | Builtin::MbarrierInit
                 | Builtin::MbarrierExpectTx
                 | Builtin::MbarrierArrive
@@ -858,6 +869,7 @@ pub fn needs_sm90a(m: &Module, f: &Function) -> bool {
                 | Builtin::TmaStore(_)
                 | Builtin::TmaStoreCommit
                 | Builtin::TmaStoreWait(_)
+                | Builtin::TmaStoreDone(_)
         )
     })
 }

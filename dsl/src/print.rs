@@ -424,6 +424,7 @@ fn builtin(b: Builtin) -> String {
         Builtin::WgmmaCommit => "wgmma_commit",
         Builtin::WgmmaWait(n) => return format!("wgmma_wait<{n}>"),
         Builtin::FenceProxyAsync => "fence_proxy_async",
+        Builtin::FenceProxyAsyncGlobal => "fence_proxy_async_global",
         Builtin::FenceGpu => "fence_gpu",
         Builtin::SyncWarp => "sync_warp",
         Builtin::Nanosleep => "nanosleep",
@@ -437,6 +438,7 @@ fn builtin(b: Builtin) -> String {
         Builtin::TmaStore(TmaStoreOp::Add) => "tma_store_add",
         Builtin::TmaStoreCommit => "tma_store_commit",
         Builtin::TmaStoreWait(n) => return format!("tma_store_wait<{n}>"),
+        Builtin::TmaStoreDone(n) => return format!("tma_store_done<{n}>"),
     };
     name.to_string()
 }

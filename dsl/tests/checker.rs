@@ -1195,6 +1195,8 @@ fn tma_stores_and_their_bulk_groups() {
              tma_store_commit();
              tma_store_wait(1);
              tma_store_wait(0);
+             tma_store_done(0);
+             fence_proxy_async_global();
          }",
     );
     let m = compile_with(&ok, &[], &[]).unwrap_or_else(|e| panic!("{e}"));
@@ -1216,6 +1218,8 @@ fn tma_stores_and_their_bulk_groups() {
         "tma_store_commit();",
         "tma_store_wait<1>();",
         "tma_store_wait<0>();",
+        "tma_store_done<0>();",
+        "fence_proxy_async_global();",
     ] {
         assert!(out.contains(needle), "missing `{needle}` in:\n{out}");
     }
@@ -1268,6 +1272,14 @@ fn tma_stores_and_their_bulk_groups() {
     fails(
         "tma_store_wait(8);",
         "the number of bulk groups `tma_store_wait` leaves reading must be in 0..=7, found 8",
+    );
+    fails(
+        "tma_store_done(rows);",
+        "the number of bulk groups `tma_store_done` leaves unfinished",
+    );
+    fails(
+        "fence_proxy_async_global(1);",
+        "`fence_proxy_async_global` takes 0 arguments but 1 was given",
     );
     fails(
         "let v = tma_store_commit();",

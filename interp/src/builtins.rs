@@ -117,6 +117,9 @@ impl<'m> Machine<'m, '_> {
                 }
                 Ok(vec![UNSET; self.threads])
             }
+            // A tma_store writes global memory at once (tma.rs), and threads run one at a time:
+            // nothing for the global fence between the proxies to order.
+            Builtin::FenceProxyAsyncGlobal => Ok(vec![UNSET; self.threads]),
             // Time is not modelled: a sleep changes no state.
             Builtin::Nanosleep => Ok(vec![UNSET; self.threads]),
             Builtin::SyncWarp => {
@@ -144,7 +147,8 @@ impl<'m> Machine<'m, '_> {
             Builtin::TmaPrefetch => self.tma_prefetch(&vals, mask, e),
             Builtin::TmaStore(op) => self.tma_store(op, &vals, mask, e),
             Builtin::TmaStoreCommit => Ok(self.tma_store_commit(mask)),
-            Builtin::TmaStoreWait(n) => self.tma_store_wait(n, mask, e),
+            // The writes landed at issue; what is left to check is each retired store's source.
+            Builtin::TmaStoreWait(n) | Builtin::TmaStoreDone(n) => self.tma_store_wait(n, mask, e),
             Builtin::Dp4a { unsigned_a } => {
                 let (a, b, c) = (arg(0)?, arg(1)?, arg(2)?);
                 self.map_lanes(mask, |t| {

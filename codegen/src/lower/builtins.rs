@@ -194,7 +194,8 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             | Builtin::TmaPrefetch
             | Builtin::TmaStore(_)
             | Builtin::TmaStoreCommit
-            | Builtin::TmaStoreWait(_) => {
+            | Builtin::TmaStoreWait(_)
+            | Builtin::TmaStoreDone(_) => {
                 self.async_copy_op(builtin, &vals, span)?;
                 return Ok(None);
             }
@@ -202,10 +203,14 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
             | Builtin::WgmmaCommit
             | Builtin::WgmmaWait(_)
             | Builtin::FenceProxyAsync
+            | Builtin::FenceProxyAsyncGlobal
             | Builtin::FenceGpu
             | Builtin::SyncWarp => {
                 let (name, args) = match builtin {
                     Builtin::FenceProxyAsync => ("llvm.nvvm.fence.proxy.async.shared_cta", vec![]),
+                    Builtin::FenceProxyAsyncGlobal => {
+                        ("llvm.nvvm.fence.proxy.async.global", vec![])
+                    }
                     Builtin::FenceGpu => ("llvm.nvvm.membar.gl", vec![]),
                     Builtin::SyncWarp => {
                         let all = self.ctx.i32_type().const_all_ones();

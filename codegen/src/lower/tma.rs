@@ -198,6 +198,12 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
                 &[],
                 span,
             ),
+            (Builtin::TmaStoreDone(groups), []) => self.asm_statement(
+                &format!("cp.async.bulk.wait_group {groups};"),
+                "",
+                &[],
+                span,
+            ),
             _ => Err(internal("malformed mbarrier or TMA operation", span)),
         }
     }

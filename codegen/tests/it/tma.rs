@@ -262,7 +262,8 @@ kernel split(y: global mut [u32]) grid(1) block(384) {
 
 /// A block stages its f32 tile in a `swizzle`d array and one thread stores it through the map of
 /// the `global mut` output, in a device function taking the map, then commits and waits for the
-/// bulk group twice (the constant count goes into the instruction).
+/// bulk group twice (the constant count goes into the instruction), and once more for its writes
+/// to complete, before the fence that orders them for a flag.
 const STORE_SOURCE: &str = "
 fn store_tile(m: tensor_map<f32>, row: u32, col: u32, src: shared [f32]) {
     tma_store(m, row, col, src);
@@ -282,6 +283,8 @@ kernel store_box(x: global [f32], y: global mut [f32], T: u32, N: u32)
         tma_store_commit();
         tma_store_wait(1);
         tma_store_wait(0);
+        tma_store_done(0);
+        fence_proxy_async_global();
     }
 }";
 
@@ -299,6 +302,8 @@ fn tma_stores_emit_bulk_tensor_stores_and_their_groups() {
         "cp.async.bulk.commit_group;",
         "cp.async.bulk.wait_group.read 1;",
         "cp.async.bulk.wait_group.read 0;",
+        "cp.async.bulk.wait_group 0;",
+        "fence.proxy.async.global;",
     ] {
         assert!(ptx.contains(needle), "missing `{needle}` in:\n{ptx}");
     }

@@ -46,6 +46,7 @@ pub enum Name {
         increase: bool,
     },
     FenceProxyAsync,
+    FenceProxyAsyncGlobal,
     FenceGpu,
     SyncWarp,
     Nanosleep,
@@ -58,6 +59,7 @@ pub enum Name {
     TmaStore(TmaStoreOp),
     TmaStoreCommit,
     TmaStoreWait,
+    TmaStoreDone,
     /// `tensor_map(...)`, which is only a declaration (`let m = tensor_map(...)`).
     TensorMap,
 }
@@ -118,6 +120,7 @@ const TABLE: &[(&str, Name)] = &[
     ("setmaxnreg_inc", Name::SetMaxNReg { increase: true }),
     ("setmaxnreg_dec", Name::SetMaxNReg { increase: false }),
     ("fence_proxy_async", Name::FenceProxyAsync),
+    ("fence_proxy_async_global", Name::FenceProxyAsyncGlobal),
     ("fence_gpu", Name::FenceGpu),
     ("sync_warp", Name::SyncWarp),
     ("nanosleep", Name::Nanosleep),
@@ -131,6 +134,7 @@ const TABLE: &[(&str, Name)] = &[
     ("tma_store_add", Name::TmaStore(TmaStoreOp::Add)),
     ("tma_store_commit", Name::TmaStoreCommit),
     ("tma_store_wait", Name::TmaStoreWait),
+    ("tma_store_done", Name::TmaStoreDone),
     ("tensor_map", Name::TensorMap),
 ];
 
@@ -510,6 +514,7 @@ impl FnCx<'_, '_> {
             Name::WgmmaFence
             | Name::WgmmaCommit
             | Name::FenceProxyAsync
+            | Name::FenceProxyAsyncGlobal
             | Name::FenceGpu
             | Name::SyncWarp => {
                 self.arity(name, args, 0, span)?;
@@ -518,6 +523,7 @@ impl FnCx<'_, '_> {
                     Name::WgmmaCommit => Builtin::WgmmaCommit,
                     Name::FenceGpu => Builtin::FenceGpu,
                     Name::SyncWarp => Builtin::SyncWarp,
+                    Name::FenceProxyAsyncGlobal => Builtin::FenceProxyAsyncGlobal,
                     _ => Builtin::FenceProxyAsync,
                 };
                 Ok(mk(ir::ExprKind::Builtin(op, vec![]), Type::Void, span))
@@ -571,6 +577,10 @@ impl FnCx<'_, '_> {
             Name::TmaStoreWait => {
                 let what = "the number of bulk groups `tma_store_wait` leaves reading";
                 self.group_wait(name, what, Builtin::TmaStoreWait, args, span)
+            }
+            Name::TmaStoreDone => {
+                let what = "the number of bulk groups `tma_store_done` leaves unfinished";
+                self.group_wait(name, what, Builtin::TmaStoreDone, args, span)
             }
             Name::TensorMap => {
                 let d = Diagnostic::error(
