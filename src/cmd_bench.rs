@@ -296,7 +296,7 @@ impl Bench {
                 let outputs = (spec.output_elems().into_iter().zip(spec.output_lens(shape)))
                     .map(|(elem, len)| ElemBuf::alloc(stream, elem, len))
                     .collect::<Result<_>>()?;
-                DeviceCase::upload(stream, spec, name, host, outputs, spec.scalars(shape))
+                DeviceCase::upload(stream, spec, name, host, shape, outputs)
             })
             .collect::<Result<Vec<_>>>()?;
         // Zeroing the output is part of a split-K kernel's cost.

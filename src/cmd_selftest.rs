@@ -6,7 +6,7 @@ use zinc_runtime::Stream;
 
 use crate::harness::{self, DeviceCase, ElemBuf, HostCase, LastCase};
 use crate::registry::Registry;
-use crate::specs::{adds_into_output, spec_for, Shape, Spec};
+use crate::specs::{adds_into_output, spec_for, variant_param, Shape, Spec, FIRST_STORES};
 
 /// Extra poisoned elements after each output: a kernel writing past its end disturbs them.
 const GUARD: usize = 64;
@@ -77,6 +77,9 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// Launches of a FIRST_STORES build at each shape ([`check`]).
+const ORDERED_LAUNCHES: usize = 8;
+
 /// The kernel's outputs at one shape, each compared with its reference.
 fn check(
     registry: &Registry,
@@ -99,15 +102,35 @@ fn check(
             false => ElemBuf::poisoned(stream, elem, len + GUARD),
         })
         .collect::<Result<_>>()?;
-    let mut case = DeviceCase::upload(stream, spec, name, host, outputs, spec.scalars(shape))?;
-    case.launch(&kernel, stream).context("launch")?;
-    // The download waits for the kernel, so a fault in it surfaces here.
-    let got = case
-        .outputs
-        .iter()
-        .map(|out| out.download_f64(stream))
-        .collect::<Result<Vec<_>>>()
-        .context("running the kernel")?;
+    let mut case = DeviceCase::upload(stream, spec, name, host, shape, outputs)?;
+    // A FIRST_STORES build orders a tile's two splits at run time, either way round, and leaves
+    // `ws` for the next launch: several launches over the same output, each of which must
+    // write the same bits (a + b = b + a).
+    let launches = match variant_param(name, FIRST_STORES) {
+        Some(1) => ORDERED_LAUNCHES,
+        _ => 1,
+    };
+    let mut got: Vec<Vec<f64>> = Vec::new();
+    for launch in 0..launches {
+        case.launch(&kernel, stream).context("launch")?;
+        // The download waits for the kernel, so a fault in it surfaces here.
+        let outputs = case
+            .outputs
+            .iter()
+            .map(|out| out.download_f64(stream))
+            .collect::<Result<Vec<_>>>()
+            .context("running the kernel")?;
+        // Bits, so that the guards' NaN poison compares equal.
+        let bits = |o: &[Vec<f64>]| -> Vec<Vec<u64>> {
+            o.iter()
+                .map(|v| v.iter().map(|x| x.to_bits()).collect())
+                .collect()
+        };
+        if launch > 0 && bits(&outputs) != bits(&got) {
+            bail!("launch {launch} wrote other values than the first launch over the same output");
+        }
+        got = outputs;
+    }
     let want = spec.reference_given(shape, host.reference(spec, shape), &got);
     Ok(compare_outputs(&got, &want, &lens))
 }
@@ -785,6 +808,54 @@ mod tests {
         }
     }
 
+    /// gemm_wg's FIRST_STORES splits write a poisoned output without zeroing: each tile's first
+    /// split stores, the second adds. 512 x 256 (staged tiles: TMA stores, then reductions),
+    /// 300 x 136 (the second token tile, moved back, stores directly: a thread's own
+    /// outputs in order), 64 x 1001 (N % 8 != 0: direct everywhere), each by K of three or
+    /// four super-blocks, and 256 x 128 by one super-block (the first split has none: the
+    /// second stores alone). Each run must leave `ws` at zero, so the second run (the output
+    /// poisoned again) must be right too. The interpreter runs blocks in order, so there the
+    /// first split always arrives first; the GPU's selftest takes the other order too.
+    #[test]
+    fn first_stores_gemm_wg_splits_need_no_zeroed_output() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        let variant = "BT=256,SPLITK=2,TMA_STORE=1,FIRST_STORES=1";
+        for kernel in ["gemm_q4k_wg", "gemm_q6k_wg"] {
+            let name = format!("{kernel}@{variant}");
+            assert!(!adds_into_output(&name));
+            let c = compile(&dir.join("gemm_wg.tile"), variant);
+            let interp = Interpreter::new(&c.module).sources(&c.sources);
+            for shape in [
+                [512, 256, 1024],
+                [300, 136, 768],
+                [64, 1001, 768],
+                [256, 128, 256],
+            ] {
+                let case = WgCase::new(kernel, shape);
+                let words = case.spec.workspace_words(&name, &case.shape).unwrap();
+                let mut args = case.args(words);
+                let grid = interp.grid(kernel, &args).unwrap();
+                assert_eq!(
+                    words,
+                    (grid[0] * grid[1] * 256) as usize,
+                    "{name} at {shape:?}"
+                );
+                for run in 0..2 {
+                    args[2] = case.output();
+                    interp
+                        .run(kernel, grid, interp.block(kernel).unwrap(), &mut args)
+                        .unwrap_or_else(|e| panic!("{name} at {shape:?}: {e}"));
+                    case.check(&args[2], &format!("{name}, run {run}"));
+                    let ws = args[9].buffer().unwrap().to_u32();
+                    assert!(
+                        ws.iter().all(|&w| w == 0),
+                        "{name} at {shape:?} left ws set"
+                    );
+                }
+            }
+        }
+    }
+
     /// gemm_wg's stream-K blocks (STREAMK) share the tiles' super-blocks out and hand partial
     /// sums over. STREAMK=1, 300 x 136 tokens by rows (four ragged tiles) with K of four
     /// super-blocks, sixteen units:
@@ -848,7 +919,7 @@ mod tests {
                 let variant = format!("BT=256,PRODUCER=1,PERSIST={own},STREAMK={streamk}");
                 let name = format!("{kernel}@{variant}");
                 let c = compile(&dir.join(file), &variant);
-                let words = case.spec.workspace_words(&name).unwrap();
+                let words = case.spec.workspace_words(&name, &case.shape).unwrap();
                 assert!(words >= stream_k_workspace_words(own));
                 let mut args = case.args(stream_k_workspace_words(blocks));
                 let interp = Interpreter::new(&c.module).sources(&c.sources);
@@ -975,7 +1046,7 @@ mod tests {
                         .into_iter()
                         .map(|v| Arg::Scalar(interp_value(v))),
                 );
-                if let Some(words) = spec.workspace_words(name) {
+                if let Some(words) = spec.workspace_words(name, &shape) {
                     args.push(Arg::Buffer(Buffer::from_u32(&vec![0; words])));
                 }
                 Interpreter::new(&c.module)

@@ -383,9 +383,10 @@ impl DeviceCase {
         spec: &Spec,
         name: &str,
         host: &HostCase,
+        shape: &Shape,
         outputs: Vec<ElemBuf>,
-        scalars: Vec<ScalarValue>,
     ) -> Result<DeviceCase> {
+        let scalars = spec.scalars(shape);
         let inputs = host
             .inputs
             .iter()
@@ -397,7 +398,7 @@ impl DeviceCase {
                 _ => ElemBuf::upload(stream, spec.input_elem(i), values),
             })
             .collect::<Result<_>>()?;
-        let workspace = (spec.workspace_words(name))
+        let workspace = (spec.workspace_words(name, shape))
             .map(|words| stream.alloc_zeros(words))
             .transpose()?;
         Ok(DeviceCase {

@@ -1279,18 +1279,25 @@ impl Spec {
     }
 
     /// Words of the buffer that kernel `name` (this spec's, or a variant of it) takes after its
-    /// scalars: gemm_wg's `ws` ([`Spec::first_tile`]), which its stream-K builds share partial
-    /// sums through, on their own grid of at most PERSIST blocks
-    /// ([`crate::gpu::dispatch::stream_k_workspace_words`]), and the others never touch (one
-    /// word). None: the kernel takes no such buffer. It must be zero before the first launch;
-    /// the kernels leave it so.
-    pub fn workspace_words(&self, name: &str) -> Option<usize> {
+    /// scalars for a product of `shape`: gemm_wg's `ws` ([`Spec::first_tile`]), which its
+    /// stream-K builds share partial sums through, on their own grid of at most PERSIST blocks
+    /// ([`crate::gpu::dispatch::stream_k_workspace_words`]), its FIRST_STORES builds order a
+    /// tile's two splits through ([`first_stores_workspace_words`]), and the others never touch
+    /// (one word). None: the kernel takes no such buffer. It must be zero before the first
+    /// launch; the kernels leave it so.
+    pub fn workspace_words(&self, name: &str, shape: &Shape) -> Option<usize> {
         if !self.first_tile {
             return None;
         }
         let value = |key| variant_param(name, key);
         Some(match (value("STREAMK"), value("PERSIST")) {
             (Some(1 | 2), Some(blocks)) => crate::gpu::dispatch::stream_k_workspace_words(blocks),
+            _ if value(FIRST_STORES) == Some(1) => first_stores_workspace_words(
+                value("BT").unwrap_or(128),
+                value("WG").unwrap_or(2),
+                shape.0[0],
+                shape.0[1],
+            ),
             _ => 1,
         })
     }
@@ -1727,9 +1734,21 @@ pub fn variant_param(kernel: &str, name: &str) -> Option<usize> {
 /// output instead of storing it, so the output must be zero before each launch.
 pub const SPLIT_K: &str = "SPLITK";
 
-/// Whether the kernel variant named `kernel` adds into its output ([`SPLIT_K`]).
+/// Whether the kernel variant named `kernel` adds into its output ([`SPLIT_K`]) that must be
+/// zero first: not gemm_wg's FIRST_STORES builds, whose first split of a tile stores.
 pub fn adds_into_output(kernel: &str) -> bool {
     variant_param(kernel, SPLIT_K).is_some_and(|splits| splits > 1)
+        && variant_param(kernel, FIRST_STORES) != Some(1)
+}
+
+/// gemm_wg's parameter for K splits that need no zeroed output (kernels/gemm_wg.tile).
+pub const FIRST_STORES: &str = "FIRST_STORES";
+
+/// Words of `ws` a FIRST_STORES build of gemm_wg on tiles of `bt` tokens and `wg` warpgroups
+/// takes for a `t` x `n` product, or for any launch of its tiles: a word per thread of each
+/// tile.
+pub fn first_stores_workspace_words(bt: usize, wg: usize, t: usize, n: usize) -> usize {
+    t.div_ceil(bt) * n.div_ceil(64 * wg) * 128 * wg
 }
 
 /// `embed_f16`'s scale: Gemma's `sqrt(cols)`, which rounds.
@@ -1829,7 +1848,7 @@ mod tests {
             mutable: true,
         }));
         args.extend(spec.scalars(shape).into_iter().map(ArgDesc::Scalar));
-        if let Some(words) = spec.workspace_words(spec.kernel) {
+        if let Some(words) = spec.workspace_words(spec.kernel, shape) {
             args.push(ArgDesc::Buffer {
                 elem: DType::U32,
                 len: words,

@@ -253,6 +253,52 @@ fn stream_k_products_on_the_emulated_device_match_the_cpu() {
     }
 }
 
+/// The tiny llama's plain products of a 256-token prompt forced onto the K split that needs no
+/// zeroed output (a tune table naming `BT=256,SPLITK=2,TMA_STORE=1,FIRST_STORES=1` at every
+/// matrix's shape) match the CPU, with plans that skip the output's memset and `ws` sized for
+/// their tiles; the second layer's launches find `ws` back at zero after the first's.
+#[test]
+fn first_stores_splits_on_the_emulated_device_match_the_cpu() {
+    let gguf = tiny_model("llama3-8b");
+    let variant = "BT=256,SPLITK=2,TMA_STORE=1,FIRST_STORES=1";
+    let entries: Vec<_> = (gguf.tensors().iter())
+        .filter(|t| t.dims.len() == 2 && !t.name.contains("ffn_gate") && !t.name.contains("ffn_up"))
+        .flat_map(|t| {
+            let shape = vec![256, t.dims[1] as usize, t.dims[0] as usize];
+            ["gemm_q4k_wg", "gemm_q6k_wg"].map(|kernel| super::dispatch::TuneEntry {
+                kernel: kernel.to_string(),
+                shape: shape.clone(),
+                variant: format!("{kernel}@{variant}"),
+                median_us: 0.0,
+            })
+        })
+        .collect();
+    let tune = super::dispatch::TuneTable {
+        arch: "sm_90a".to_string(),
+        device: "emulated".to_string(),
+        entries,
+    };
+    let tune = std::cell::RefCell::new(Some(tune));
+    let forced = |gpu: &mut Gpu| {
+        gpu.s8_decode = false;
+        gpu.tune = tune.borrow_mut().take();
+    };
+    let (gpu, _) = checked_on_emulated_device(&gguf, DEFAULT_TOLERANCE, forced, 256, 256);
+    let plans = gpu.backend().gemm_plans.borrow();
+    let ordered: Vec<_> = (plans.values())
+        .filter(|plan| {
+            (plan.launches.iter())
+                .any(|l| l.kernel.signature().specialization_int("FIRST_STORES") == Some(1))
+        })
+        .collect();
+    assert!(
+        ordered.len() >= 2,
+        "{} plans take FIRST_STORES",
+        ordered.len()
+    );
+    assert!(ordered.iter().all(|plan| !plan.zero_output));
+}
+
 /// Fails unless a kernel (or variant) of each name in `kernels` is in `launched`.
 fn assert_launched(launched: &[String], kernels: &[&str]) {
     for kernel in kernels {
