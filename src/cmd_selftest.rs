@@ -110,6 +110,12 @@ fn check(
         Some(1) => ORDERED_LAUNCHES,
         _ => 1,
     };
+    // Bits, so that the guards' NaN poison compares equal.
+    let bits = |o: &[Vec<f64>]| -> Vec<Vec<u64>> {
+        o.iter()
+            .map(|v| v.iter().map(|x| x.to_bits()).collect())
+            .collect()
+    };
     let mut got: Vec<Vec<f64>> = Vec::new();
     for launch in 0..launches {
         case.launch(&kernel, stream).context("launch")?;
@@ -120,12 +126,6 @@ fn check(
             .map(|out| out.download_f64(stream))
             .collect::<Result<Vec<_>>>()
             .context("running the kernel")?;
-        // Bits, so that the guards' NaN poison compares equal.
-        let bits = |o: &[Vec<f64>]| -> Vec<Vec<u64>> {
-            o.iter()
-                .map(|v| v.iter().map(|x| x.to_bits()).collect())
-                .collect()
-        };
         if launch > 0 && bits(&outputs) != bits(&got) {
             bail!("launch {launch} wrote other values than the first launch over the same output");
         }

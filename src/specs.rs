@@ -1292,13 +1292,10 @@ impl Spec {
         let value = |key| variant_param(name, key);
         Some(match (value("STREAMK"), value("PERSIST")) {
             (Some(1 | 2), Some(blocks)) => crate::gpu::dispatch::stream_k_workspace_words(blocks),
-            _ if value(FIRST_STORES) == Some(1) => first_stores_workspace_words(
-                value("BT").unwrap_or(128),
-                value("WG").unwrap_or(2),
-                shape.0[0],
-                shape.0[1],
-            ),
-            _ => 1,
+            _ => {
+                first_stores_workspace_words(|key| variant_param(name, key), shape.0[0], shape.0[1])
+                    .unwrap_or(1)
+            }
         })
     }
 
@@ -1737,18 +1734,31 @@ pub const SPLIT_K: &str = "SPLITK";
 /// Whether the kernel variant named `kernel` adds into its output ([`SPLIT_K`]) that must be
 /// zero first: not gemm_wg's FIRST_STORES builds, whose first split of a tile stores.
 pub fn adds_into_output(kernel: &str) -> bool {
-    variant_param(kernel, SPLIT_K).is_some_and(|splits| splits > 1)
-        && variant_param(kernel, FIRST_STORES) != Some(1)
+    adds_into_zeroed_output(|key| variant_param(kernel, key))
+}
+
+/// [`adds_into_output`] of a kernel whose compile-time parameters `param` gives (from a variant
+/// name, or a loaded kernel's signature).
+pub fn adds_into_zeroed_output(param: impl Fn(&str) -> Option<usize>) -> bool {
+    param(SPLIT_K).is_some_and(|splits| splits > 1) && param(FIRST_STORES) != Some(1)
 }
 
 /// gemm_wg's parameter for K splits that need no zeroed output (kernels/gemm_wg.tile).
 pub const FIRST_STORES: &str = "FIRST_STORES";
 
-/// Words of `ws` a FIRST_STORES build of gemm_wg on tiles of `bt` tokens and `wg` warpgroups
-/// takes for a `t` x `n` product, or for any launch of its tiles: a word per thread of each
-/// tile.
-pub fn first_stores_workspace_words(bt: usize, wg: usize, t: usize, n: usize) -> usize {
-    t.div_ceil(bt) * n.div_ceil(64 * wg) * 128 * wg
+/// Words of `ws` a FIRST_STORES build of gemm_wg (compile-time parameters from `param`: a
+/// variant name's, or a loaded kernel's signature) takes for a `t` x `n` product, or for any
+/// launch of its tiles: a word per thread of each tile (BT tokens by 64 WG rows, the kernel's
+/// defaults 128 and 2). None for other builds.
+pub fn first_stores_workspace_words(
+    param: impl Fn(&str) -> Option<usize>,
+    t: usize,
+    n: usize,
+) -> Option<usize> {
+    (param(FIRST_STORES) == Some(1)).then(|| {
+        let (tokens, warpgroups) = (param("BT").unwrap_or(128), param("WG").unwrap_or(2));
+        t.div_ceil(tokens) * n.div_ceil(64 * warpgroups) * 128 * warpgroups
+    })
 }
 
 /// `embed_f16`'s scale: Gemma's `sqrt(cols)`, which rounds.

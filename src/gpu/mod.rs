@@ -430,17 +430,11 @@ fn persistent_splits(kernel: &Kernel) -> Option<u32> {
     (constant("PERSIST")? > 0).then(|| splits.unwrap_or(1))
 }
 
-/// The words of `ws` a FIRST_STORES build of gemm_wg takes for any launch of its tiles of a
-/// `t` x `n` product ([`specs::first_stores_workspace_words`]); None for other kernels.
-fn first_stores_words(kernel: &Kernel, t: usize, n: usize) -> Option<usize> {
-    let constant = |name| {
-        let value = kernel.signature().specialization_int(name)?;
-        usize::try_from(value).ok()
-    };
-    (constant(specs::FIRST_STORES) == Some(1)).then(|| {
-        let (bt, wg) = (constant("BT").unwrap_or(128), constant("WG").unwrap_or(2));
-        specs::first_stores_workspace_words(bt, wg, t, n)
-    })
+/// A compile-time parameter of a loaded kernel, as [`specs::variant_param`] reads one from a
+/// variant's name.
+fn kernel_param(kernel: &Kernel, name: &str) -> Option<usize> {
+    let value = kernel.signature().specialization_int(name)?;
+    usize::try_from(value).ok()
 }
 
 /// Whether `kernel` takes a range of its product's tiles (gemm_wg's `tile0` and `token0`).
@@ -863,7 +857,12 @@ impl Gpu {
             };
             let words = match stream_k {
                 true => dispatch::stream_k_workspace_words(self.sms),
-                false => first_stores_words(&launch.kernel, launch.t, n).unwrap_or(1),
+                false => specs::first_stores_workspace_words(
+                    |name| kernel_param(&launch.kernel, name),
+                    launch.t,
+                    n,
+                )
+                .unwrap_or(1),
             };
             let mut workspace = self.gemm_workspace.borrow_mut();
             if workspace.as_ref().is_none_or(|ws| ws.len() < words) {
@@ -931,9 +930,7 @@ impl Gpu {
             launches.push(GemmLaunch::rows(tail, t, head_t));
         }
         let zero_output = launches.iter().any(|launch| {
-            let constant = |name| launch.kernel.signature().specialization_int(name);
-            constant(specs::SPLIT_K).is_some_and(|splits| splits > 1)
-                && constant(specs::FIRST_STORES) != Some(1)
+            specs::adds_into_zeroed_output(|name| kernel_param(&launch.kernel, name))
         });
         let plan = Rc::new(GemmPlan {
             launches,
