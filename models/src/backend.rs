@@ -45,6 +45,17 @@ pub trait Backend {
     fn embed(&self, table: &Self::Matrix, tokens: &[u32], scale: f32) -> Result<Self::Tensor>;
     /// `x Wᵀ + b` for each row of `x`.
     fn matmul(&self, x: &Self::Tensor, w: &Self::Matrix) -> Result<Self::Tensor>;
+    /// `y += x Wᵀ` in place, where the backend does that for less than [`Backend::matmul`] and
+    /// an add (a product that adds its partial sums into its output anyway); `Ok(false)`, with
+    /// nothing done, where it does not.
+    fn matmul_add(
+        &self,
+        _y: &mut Self::Tensor,
+        _x: &Self::Tensor,
+        _w: &Self::Matrix,
+    ) -> Result<bool> {
+        Ok(false)
+    }
     /// RMSNorm of each `weight.len()`-long row, times `weight` (GGUF stores Gemma's `1 + w`).
     fn rms_norm(&self, x: &Self::Tensor, weight: &Self::Vector, eps: f32) -> Result<Self::Tensor>;
     /// RMSNorm of each `width`-long row without a weight.

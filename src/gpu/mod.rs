@@ -383,6 +383,9 @@ type ProductKey = (Product, usize, usize, usize);
 struct GemmPlan {
     launches: Vec<GemmLaunch>,
     zero_output: bool,
+    /// Every launch adds into the output: the product can add itself to what the output holds
+    /// ([`Backend::matmul_add`]).
+    adds_everywhere: bool,
 }
 
 /// One launch of a fused GEMM: its kernel, with `t` as its T, on all its tiles or (gemm_wg's
@@ -487,6 +490,13 @@ impl Act {
     /// The tensor in f32 (every activation but a gated GEMM's output has it).
     fn f32(&self) -> Result<&DeviceBuffer<f32>> {
         self.f32.as_ref().ok_or_else(|| GpuError::HalfOnly.into())
+    }
+
+    /// The tensor in f32, to change: its copies are dropped, as they would be stale.
+    fn f32_mut(&mut self) -> Result<&mut DeviceBuffer<f32>> {
+        *self.f16.get_mut() = None;
+        *self.s8.get_mut() = None;
+        self.f32.as_mut().ok_or_else(|| GpuError::HalfOnly.into())
     }
 
     /// `f32` and the copy of it its kernel wrote.
@@ -929,15 +939,33 @@ impl Gpu {
         if let Some((head_t, _, tail)) = rest {
             launches.push(GemmLaunch::rows(tail, t, head_t));
         }
-        let zero_output = launches.iter().any(|launch| {
-            specs::adds_into_zeroed_output(|name| kernel_param(&launch.kernel, name))
-        });
+        let adds: Vec<_> = (launches.iter())
+            .map(|launch| specs::adds_into_zeroed_output(|name| kernel_param(&launch.kernel, name)))
+            .collect();
         let plan = Rc::new(GemmPlan {
             launches,
-            zero_output,
+            zero_output: adds.contains(&true),
+            adds_everywhere: !adds.contains(&false),
         });
         self.gemm_plans.borrow_mut().insert(key, plan.clone());
         Ok(plan)
+    }
+
+    /// The plan of `w`'s fused GEMM for `t` tokens and its weight blocks, if the matrix is
+    /// quantized and a fused GEMM takes its type.
+    fn quant_gemm_plan<'w>(
+        &self,
+        w: &'w Matrix,
+        t: usize,
+    ) -> Result<Option<(Rc<GemmPlan>, &'w DeviceBuffer<u32>)>> {
+        let Weights::Quant { ty, blocks } = &w.w else {
+            return Ok(None);
+        };
+        let (kind, n, k) = (Product::QuantGemm(*ty), w.out_dim, w.in_dim);
+        match self.product_kernel(kind, t, n, k)? {
+            Some(kernel) => Ok(Some((self.gemm_plan(kind, &kernel, [t, n, k])?, blocks))),
+            None => Ok(None),
+        }
     }
 
     /// `y` plus `w`'s bias, if it has one.
@@ -1505,19 +1533,16 @@ impl Backend for Gpu {
             }
             weights => {
                 let xh = x.half(&self.queue, &self.kernels.to_f16)?;
-                if let Weights::Quant { ty, blocks } = weights {
-                    if let Some(kernel) = self.product_kernel(Product::QuantGemm(*ty), t, n, k)? {
-                        let plan = self.gemm_plan(Product::QuantGemm(*ty), &kernel, [t, n, k])?;
-                        if plan.zero_output {
-                            self.queue.stream.fill_zeros(&mut y).gpu()?;
-                        }
-                        self.launch_gemm(
-                            &plan,
-                            [n, k],
-                            vec![(&*xh).into(), blocks.into(), (&mut y).into()],
-                        )?;
-                        return self.with_bias(y, w);
+                if let Some((plan, blocks)) = self.quant_gemm_plan(w, t)? {
+                    if plan.zero_output {
+                        self.queue.stream.fill_zeros(&mut y).gpu()?;
                     }
+                    self.launch_gemm(
+                        &plan,
+                        [n, k],
+                        vec![(&*xh).into(), blocks.into(), (&mut y).into()],
+                    )?;
+                    return self.with_bias(y, w);
                 }
                 let scratch;
                 let wh = match weights {
@@ -1544,6 +1569,28 @@ impl Backend for Gpu {
             }
         }
         self.with_bias(y, w)
+    }
+
+    /// Where the product's launches all add into their output (K splits): into `y` itself,
+    /// which spares the memset that zeroes a new output and the add that follows.
+    fn matmul_add(&self, y: &mut Act, x: &Act, w: &Matrix) -> Result<bool> {
+        let t = x.len() / w.in_dim;
+        if w.bias.is_some() || t <= dispatch::MATVEC_MAX_T {
+            return Ok(false);
+        }
+        let Some((plan, blocks)) = self.quant_gemm_plan(w, t)? else {
+            return Ok(false);
+        };
+        if !plan.adds_everywhere {
+            return Ok(false);
+        }
+        let xh = x.half(&self.queue, &self.kernels.to_f16)?;
+        self.launch_gemm(
+            &plan,
+            [w.out_dim, w.in_dim],
+            vec![(&*xh).into(), blocks.into(), y.f32_mut()?.into()],
+        )?;
+        Ok(true)
     }
 
     fn rms_norm(&self, x: &Act, weight: &DeviceBuffer<f32>, eps: f32) -> Result<Act> {

@@ -259,8 +259,40 @@ fn stream_k_products_on_the_emulated_device_match_the_cpu() {
 /// their tiles; the second layer's launches find `ws` back at zero after the first's.
 #[test]
 fn first_stores_splits_on_the_emulated_device_match_the_cpu() {
+    let (gpu, _) = plain_products_forced_onto("BT=256,SPLITK=2,TMA_STORE=1,FIRST_STORES=1");
+    let plans = gpu.backend().gemm_plans.borrow();
+    let ordered: Vec<_> = (plans.values())
+        .filter(|plan| {
+            (plan.launches.iter())
+                .any(|l| l.kernel.signature().specialization_int("FIRST_STORES") == Some(1))
+        })
+        .collect();
+    assert!(
+        ordered.len() >= 2,
+        "{} plans take FIRST_STORES",
+        ordered.len()
+    );
+    assert!(ordered.iter().all(|plan| !plan.zero_output));
+}
+
+/// The tiny llama's plain products of a 256-token prompt forced onto a K split that adds into
+/// its output match the CPU, and the products that end a residual branch (the attention's output
+/// and the FFN's down projection) add into the residual stream in place: the prompt's norms then
+/// have no pending add to fold in, so no `add_rmsnorm_f32h` runs (it would run twice a layer).
+#[test]
+fn k_splits_add_into_the_residual_stream_on_the_emulated_device() {
+    let (gpu, launched) = plain_products_forced_onto("BT=256,SPLITK=2,TMA_STORE=1");
+    let plans = gpu.backend().gemm_plans.borrow();
+    assert!(plans.values().any(|plan| plan.adds_everywhere));
+    assert!(!launched.contains_key("add_rmsnorm_f32h"), "{launched:?}");
+    assert!(launched.contains_key("rmsnorm_f32h"), "{launched:?}");
+}
+
+/// The tiny llama's check against the CPU for a 256-token prompt in one chunk, int8 decode off,
+/// with a tune table naming gemm_wg's `variant` at the shape of every matrix but the gated
+/// pairs' (Q4_K and Q6_K alike).
+fn plain_products_forced_onto(variant: &str) -> (Model<Gpu>, BTreeMap<String, (usize, f64)>) {
     let gguf = tiny_model("llama3-8b");
-    let variant = "BT=256,SPLITK=2,TMA_STORE=1,FIRST_STORES=1";
     let entries: Vec<_> = (gguf.tensors().iter())
         .filter(|t| t.dims.len() == 2 && !t.name.contains("ffn_gate") && !t.name.contains("ffn_up"))
         .flat_map(|t| {
@@ -283,20 +315,7 @@ fn first_stores_splits_on_the_emulated_device_match_the_cpu() {
         gpu.s8_decode = false;
         gpu.tune = tune.borrow_mut().take();
     };
-    let (gpu, _) = checked_on_emulated_device(&gguf, DEFAULT_TOLERANCE, forced, 256, 256);
-    let plans = gpu.backend().gemm_plans.borrow();
-    let ordered: Vec<_> = (plans.values())
-        .filter(|plan| {
-            (plan.launches.iter())
-                .any(|l| l.kernel.signature().specialization_int("FIRST_STORES") == Some(1))
-        })
-        .collect();
-    assert!(
-        ordered.len() >= 2,
-        "{} plans take FIRST_STORES",
-        ordered.len()
-    );
-    assert!(ordered.iter().all(|plan| !plan.zero_output));
+    checked_on_emulated_device(&gguf, DEFAULT_TOLERANCE, forced, 256, 256)
 }
 
 /// Fails unless a kernel (or variant) of each name in `kernels` is in `launched`.

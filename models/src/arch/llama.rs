@@ -3,8 +3,8 @@
 
 use super::qwen3moe::MoeFfn;
 use super::{
-    layer_tensor, pre_norm_residual, Attention, AttentionSpec, GatedFfn, Head, Loader, LogitsOn,
-    Residual, Transformer,
+    layer_tensor, pre_norm_residual, Attention, AttentionSpec, Branch, GatedFfn, Head, Loader,
+    LogitsOn, Residual, Transformer,
 };
 use crate::backend::{Activation, Backend, Logits, Result, RopeStyle, RopeTable};
 use crate::config::Config;
@@ -31,10 +31,10 @@ enum Ffn<B: Backend> {
 }
 
 impl<B: Backend> Ffn<B> {
-    fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
+    fn branch(&self, b: &B, x: &B::Tensor) -> Result<Branch<'_, B>> {
         match self {
-            Ffn::Dense(ffn) => ffn.forward(b, x),
-            Ffn::Experts(moe) => moe.forward(b, x),
+            Ffn::Dense(ffn) => ffn.branch(b, x),
+            Ffn::Experts(moe) => Ok(Branch::Tensor(moe.forward(b, x)?)),
         }
     }
 }
@@ -102,9 +102,9 @@ impl<B: Backend> Transformer<B> for Llama<B> {
         let mut x = Residual::new(self.head.embed(b, tokens)?);
         for (il, l) in self.layers.iter().enumerate() {
             pre_norm_residual(b, &mut x, &l.attn_norm, self.eps, |b, h| {
-                l.attn.forward(b, h, start, il)
+                l.attn.branch(b, h, start, il)
             })?;
-            pre_norm_residual(b, &mut x, &l.ffn_norm, self.eps, |b, h| l.ffn.forward(b, h))?;
+            pre_norm_residual(b, &mut x, &l.ffn_norm, self.eps, |b, h| l.ffn.branch(b, h))?;
         }
         self.head.logits(b, &mut x, which)
     }

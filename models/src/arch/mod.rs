@@ -285,8 +285,18 @@ impl<B: Backend> Attention<B> {
     /// `start + t`) over layer `layer` of the backend's cache, appending this call's keys and
     /// values.
     fn forward(&self, b: &mut B, x: &B::Tensor, start: usize, layer: usize) -> Result<B::Tensor> {
-        let o = self.attend(b, x, start, layer)?;
-        b.matmul(&o, &self.wo)
+        self.branch(b, x, start, layer)?.computed(b)
+    }
+
+    /// [`Attention::forward`] with the output projection left to the residual stream.
+    fn branch(
+        &self,
+        b: &mut B,
+        x: &B::Tensor,
+        start: usize,
+        layer: usize,
+    ) -> Result<Branch<'_, B>> {
+        Ok(Branch::Product(self.attend(b, x, start, layer)?, &self.wo))
     }
 
     /// [`Attention::forward`] before the output projection: `[tokens][n_head * head_dim_v]`,
@@ -348,13 +358,18 @@ impl<B: Backend> GatedFfn<B> {
     }
 
     pub fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
+        self.branch(b, x)?.computed(b)
+    }
+
+    /// [`GatedFfn::forward`] with the down projection left to the residual stream.
+    pub fn branch(&self, b: &B, x: &B::Tensor) -> Result<Branch<'_, B>> {
         let h = match &self.gate_up {
             GateUp::Separate { gate, up } => {
                 b.glu(self.activation, &b.matmul(x, gate)?, &b.matmul(x, up)?)?
             }
             GateUp::Paired(pair) => b.gated(self.activation, x, pair)?,
         };
-        b.matmul(&h, &self.down)
+        Ok(Branch::Product(h, &self.down))
     }
 }
 
@@ -484,6 +499,17 @@ impl<B: Backend> Residual<B> {
         Ok(())
     }
 
+    /// `x += branch`: a last product the backend adds in place ([`Backend::matmul_add`]) goes
+    /// into the stream now, anything else as [`Residual::add`].
+    fn add_branch(&mut self, b: &B, branch: Branch<'_, B>) -> Result<()> {
+        if let Branch::Product(h, w) = &branch {
+            if b.matmul_add(self.settle(b)?, h, w)? {
+                return Ok(());
+            }
+        }
+        self.add(b, branch.computed(b)?)
+    }
+
     /// RMSNorm of the stream, after the pending add.
     fn norm(&mut self, b: &B, weight: &B::Vector, eps: f32) -> Result<B::Tensor> {
         match self.pending.take() {
@@ -501,15 +527,35 @@ impl<B: Backend> Residual<B> {
     }
 }
 
+/// A residual branch's output: computed, or its last product still to do, which the stream may
+/// add in place ([`Residual::add_branch`]).
+pub(crate) enum Branch<'w, B: Backend> {
+    Tensor(B::Tensor),
+    /// `x Wᵀ`.
+    Product(B::Tensor, &'w B::Matrix),
+}
+
+impl<B: Backend> Branch<'_, B> {
+    fn computed(self, b: &B) -> Result<B::Tensor> {
+        match self {
+            Branch::Tensor(y) => Ok(y),
+            Branch::Product(x, w) => b.matmul(&x, w),
+        }
+    }
+}
+
 /// `x += branch(norm(x))`: a pre-norm residual branch.
-fn pre_norm_residual<B: Backend>(
+fn pre_norm_residual<'w, B: Backend>(
     b: &mut B,
     x: &mut Residual<B>,
     norm: &B::Vector,
     eps: f32,
-    branch: impl FnOnce(&mut B, &B::Tensor) -> Result<B::Tensor>,
-) -> Result<()> {
+    branch: impl FnOnce(&mut B, &B::Tensor) -> Result<Branch<'w, B>>,
+) -> Result<()>
+where
+    B::Matrix: 'w,
+{
     let h = x.norm(b, norm, eps)?;
     let y = branch(b, &h)?;
-    x.add(b, y)
+    x.add_branch(b, y)
 }

@@ -8,8 +8,8 @@
 
 use super::qwen3moe::{MoeFfn, SharedExpert};
 use super::{
-    layer_tensor, pre_norm_residual, Attention, AttentionParams, GatedFfn, Head, Loader, LogitsOn,
-    Residual, Transformer, Values,
+    layer_tensor, pre_norm_residual, Attention, AttentionParams, Branch, GatedFfn, Head, Loader,
+    LogitsOn, Residual, Transformer, Values,
 };
 use crate::backend::{
     Activation, Backend, DeltaNetShape, DeltaNetStep, Logits, Result, RopeStyle, RopeTable,
@@ -93,13 +93,13 @@ impl<B: Backend> Transformer<B> for Qwen35<B> {
         let mut x = Residual::new(self.head.embed(b, tokens)?);
         for (il, l) in self.layers.iter().enumerate() {
             pre_norm_residual(b, &mut x, &l.attn_norm, self.eps, |b, h| match &l.mixer {
-                Mixer::DeltaNet(d) => d.forward(b, h, il),
-                Mixer::Attention(a) => a.forward(b, h, start, il),
+                Mixer::DeltaNet(d) => d.branch(b, h, il),
+                Mixer::Attention(a) => a.branch(b, h, start, il),
             })?;
             pre_norm_residual(b, &mut x, &l.post_attn_norm, self.eps, |b, h| {
                 match &l.ffn {
-                    Ffn::Dense(f) => f.forward(b, h),
-                    Ffn::Moe(m) => m.forward(b, h),
+                    Ffn::Dense(f) => f.branch(b, h),
+                    Ffn::Moe(m) => Ok(Branch::Tensor(m.forward(b, h)?)),
                 }
             })?;
         }
@@ -198,10 +198,11 @@ impl<B: Backend> GatedAttention<B> {
         })
     }
 
-    fn forward(&self, b: &mut B, x: &B::Tensor, start: usize, il: usize) -> Result<B::Tensor> {
+    /// The gated heads, their output projection left to the residual stream.
+    fn branch(&self, b: &mut B, x: &B::Tensor, start: usize, il: usize) -> Result<Branch<'_, B>> {
         let o = self.attn.attend(b, x, start, il)?;
         let o = b.glu(Activation::Sigmoid, &b.matmul(x, &self.gate)?, &o)?;
-        b.matmul(&o, &self.attn.wo)
+        Ok(Branch::Product(o, &self.attn.wo))
     }
 }
 
@@ -253,8 +254,9 @@ impl<B: Backend> DeltaNet<B> {
         })
     }
 
-    /// Runs `x` (`[tokens][n_embd]`) through the layer, advancing layer `il`'s recurrent state.
-    fn forward(&self, b: &mut B, x: &B::Tensor, il: usize) -> Result<B::Tensor> {
+    /// Runs `x` (`[tokens][n_embd]`) through the layer, advancing layer `il`'s recurrent state;
+    /// the output projection is left to the residual stream.
+    fn branch(&self, b: &mut B, x: &B::Tensor, il: usize) -> Result<Branch<'_, B>> {
         let qkv = b.matmul(x, &self.qkv)?;
         let beta = b.matmul(x, &self.beta)?;
         let alpha = b.matmul(x, &self.alpha)?;
@@ -272,7 +274,7 @@ impl<B: Backend> DeltaNet<B> {
         let o = b.delta_net(il, step)?;
         let o = b.rms_norm(&o, &self.norm, self.eps)?;
         let o = b.glu(Activation::Silu, &b.matmul(x, &self.z)?, &o)?;
-        b.matmul(&o, &self.out)
+        Ok(Branch::Product(o, &self.out))
     }
 }
 
