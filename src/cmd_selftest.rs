@@ -91,15 +91,21 @@ fn check(
 ) -> Result<Vec<Errors>> {
     let kernel = registry.kernel(name)?;
     let lens = spec.output_lens(shape);
-    let outputs = (spec.output_elems().into_iter().zip(&lens))
-        .map(|(elem, &len)| match adds_into_output(name) {
-            // Zeros to add into, and poisoned guards.
-            true => {
+    // Values to add into (the reference adds them too), and poisoned guards.
+    let addends: Vec<Vec<f32>> = (lens.iter())
+        .map(|&len| match adds_into_output(name) {
+            true => harness::addends(len),
+            false => Vec::new(),
+        })
+        .collect();
+    let outputs = (spec.output_elems().into_iter().zip(&lens).zip(&addends))
+        .map(|((elem, &len), addends)| match addends.is_empty() {
+            false => {
                 let mut host = vec![f32::NAN; len + GUARD];
-                host[..len].fill(0.0);
+                host[..len].copy_from_slice(addends);
                 ElemBuf::upload(stream, elem, &host)
             }
-            false => ElemBuf::poisoned(stream, elem, len + GUARD),
+            true => ElemBuf::poisoned(stream, elem, len + GUARD),
         })
         .collect::<Result<_>>()?;
     let mut case = DeviceCase::upload(stream, spec, name, host, shape, outputs)?;
@@ -131,7 +137,14 @@ fn check(
         }
         got = outputs;
     }
-    let want = spec.reference_given(shape, host.reference(spec, shape), &got);
+    let mut want = spec.reference_given(shape, host.reference(spec, shape), &got);
+    let mut at = 0;
+    for (addends, &len) in addends.iter().zip(&lens) {
+        for (w, &a) in want[at..].iter_mut().zip(addends) {
+            *w += f64::from(a);
+        }
+        at += len;
+    }
     Ok(compare_outputs(&got, &want, &lens))
 }
 
@@ -804,6 +817,41 @@ mod tests {
                     .run(kernel, grid, interp.block(kernel).unwrap(), &mut args)
                     .unwrap_or_else(|e| panic!("{kernel}@{variant}: {e}"));
                 case.check(&args[2], &format!("{kernel}@{variant}"));
+            }
+        }
+    }
+
+    /// gemm_wg's builds that add their product into the output (ADD_OUTPUT), on the tiles the
+    /// engine's residual products take (one warpgroup; persistent blocks, here three), each
+    /// with f32 atomics and with TMA reductions, into an output holding nonzero values: 300 x
+    /// 136 x 768, ragged tiles (the second token tile, moved back, adds directly).
+    #[test]
+    fn add_output_gemm_wg_tiles_add_into_what_the_output_holds() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        for kernel in ["gemm_q4k_wg", "gemm_q6k_wg"] {
+            let mut case = WgCase::new(kernel, [300, 136, 768]);
+            let addends = harness::addends(case.want.len());
+            for (want, &a) in case.want.iter_mut().zip(&addends) {
+                *want += f64::from(a);
+            }
+            for tile in [
+                "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1",
+                "BT=256,PRODUCER=1,PERSIST=3",
+            ] {
+                for store in ["", ",TMA_STORE=1"] {
+                    let variant = format!("{tile}{store},ADD_OUTPUT=1");
+                    let name = format!("{kernel}@{variant}");
+                    assert!(adds_into_output(&name));
+                    let c = compile(&dir.join("gemm_wg.tile"), &variant);
+                    let mut args = case.args(1);
+                    args[2] = Arg::Buffer(Buffer::from_f32(&addends));
+                    let interp = Interpreter::new(&c.module).sources(&c.sources);
+                    let grid = interp.grid(kernel, &args).unwrap();
+                    interp
+                        .run(kernel, grid, interp.block(kernel).unwrap(), &mut args)
+                        .unwrap_or_else(|e| panic!("{name}: {e}"));
+                    case.check(&args[2], &name);
+                }
             }
         }
     }

@@ -93,6 +93,16 @@ pub fn random_inputs(spec: &Spec, shape: &Shape) -> Vec<Vec<f32>> {
     inputs
 }
 
+/// What a kernel that adds into its output finds there before it runs: `len` nonzero values, so
+/// that one storing its product instead cannot pass.
+pub fn addends(len: usize) -> Vec<f32> {
+    nonzero(
+        &mut SmallRng::seed_from_u64(0xadd_u64 ^ len as u64),
+        len,
+        1.0,
+    )
+}
+
 /// `len` values of magnitude in `[scale / 10, scale]` with random signs: never zero, so a kernel
 /// that skips work cannot pass by accident, and timings never run on zeros.
 fn nonzero(rng: &mut impl Rng, len: usize, scale: f32) -> Vec<f32> {

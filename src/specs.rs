@@ -1731,8 +1731,9 @@ pub fn variant_param(kernel: &str, name: &str) -> Option<usize> {
 /// output instead of storing it, so the output must be zero before each launch.
 pub const SPLIT_K: &str = "SPLITK";
 
-/// Whether the kernel variant named `kernel` adds into its output ([`SPLIT_K`]) that must be
-/// zero first: not gemm_wg's FIRST_STORES builds, whose first split of a tile stores.
+/// Whether the kernel variant named `kernel` adds into its output ([`SPLIT_K`], or gemm_wg's
+/// [`ADD_OUTPUT`]), which must be zero first for a plain product: not gemm_wg's FIRST_STORES
+/// builds, whose first split of a tile stores.
 pub fn adds_into_output(kernel: &str) -> bool {
     adds_into_zeroed_output(|key| variant_param(kernel, key))
 }
@@ -1740,8 +1741,12 @@ pub fn adds_into_output(kernel: &str) -> bool {
 /// [`adds_into_output`] of a kernel whose compile-time parameters `param` gives (from a variant
 /// name, or a loaded kernel's signature).
 pub fn adds_into_zeroed_output(param: impl Fn(&str) -> Option<usize>) -> bool {
-    param(SPLIT_K).is_some_and(|splits| splits > 1) && param(FIRST_STORES) != Some(1)
+    (param(SPLIT_K).is_some_and(|splits| splits > 1) || param(ADD_OUTPUT) == Some(1))
+        && param(FIRST_STORES) != Some(1)
 }
+
+/// gemm_wg's parameter for builds that add their product into the output (kernels/gemm_wg.tile).
+pub const ADD_OUTPUT: &str = "ADD_OUTPUT";
 
 /// gemm_wg's parameter for K splits that need no zeroed output (kernels/gemm_wg.tile).
 pub const FIRST_STORES: &str = "FIRST_STORES";

@@ -481,6 +481,54 @@ pub fn tma_store(kernel: &str) -> Option<String> {
     (variant == SPLIT_TILE).then(|| format!("{base}@{SPLIT_TMA_STORE_TILE}"))
 }
 
+/// How a product that ends a residual branch goes into the residual stream
+/// (`Backend::matmul_add`): `Off` (`ZINC_ADD_OUTPUT=0`) always as a product and then an add
+/// (folded into the next norm); `Splits` (`splits`) added in place where the product's kernel
+/// adds into its output anyway (K splits: no memset, no add); `Atomics` (`atomics`) and `Tma`
+/// (`tma`) also where the unsplit tile has an ADD_OUTPUT build (kernels/gemm_wg.tile), which
+/// adds with f32 atomics or with TMA reductions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddOutput {
+    Off,
+    Splits,
+    Atomics,
+    Tma,
+}
+
+impl AddOutput {
+    /// `ZINC_ADD_OUTPUT`'s value: `0`, `splits`, `atomics` or `tma`; None for anything else.
+    pub fn from_env_value(value: &str) -> Option<Self> {
+        match value {
+            "0" => Some(AddOutput::Off),
+            "splits" => Some(AddOutput::Splits),
+            "atomics" => Some(AddOutput::Atomics),
+            "tma" => Some(AddOutput::Tma),
+            _ => None,
+        }
+    }
+
+    /// The build of `kernel` (a kernel and variant, as [`quant_gemm`] names them) that adds its
+    /// product into its output: `kernel` itself where it adds already, else (`Atomics`, `Tma`)
+    /// the ADD_OUTPUT build of gemm_wg's one-warpgroup or persistent tile. None where there is
+    /// none, and with `Off`.
+    pub fn kernel(self, kernel: &str) -> Option<String> {
+        if self == AddOutput::Off {
+            return None;
+        }
+        if crate::specs::adds_into_output(kernel) {
+            return Some(kernel.to_string());
+        }
+        let (base, variant) = kernel.split_once('@')?;
+        let tma = match self {
+            AddOutput::Atomics => "",
+            AddOutput::Tma => ",TMA_STORE=1",
+            AddOutput::Off | AddOutput::Splits => return None,
+        };
+        (base.ends_with("_wg") && [ONE_WARPGROUP, PERSISTENT_TILE].contains(&variant))
+            .then(|| format!("{kernel}{tma},{}=1", crate::specs::ADD_OUTPUT))
+    }
+}
+
 /// The engine's settings that replace the dispatch's gemm_wg tile ([`quant_gemm`],
 /// [`gated_gemm`]) with another build: stream-K ([`stream_k`], [`split_stream_k`]) and TMA
 /// reductions ([`tma_store`]). `zinc bench-kernels --dispatch` applies them as the engine does.
@@ -1042,6 +1090,40 @@ mod tests {
             let stages: u32 = value("STAGES").unwrap_or("4").parse().unwrap();
             assert!(stages <= 6, "line {}: STAGES={stages}", v.line);
         }
+    }
+
+    #[test]
+    fn add_output_builds_are_registered_for_the_residual_products_tiles() {
+        let listed = crate::variants::parse(include_str!("../../kernels/variants.txt")).unwrap();
+        let listed = |name: &str| {
+            let (_, defines) = name.split_once('@').unwrap();
+            listed
+                .iter()
+                .any(|v| v.family == "gemm_wg" && v.defines == defines)
+        };
+        // T = 512 (the one-warpgroup tile at 4096 x 4096) and 2048 (the persistent tile).
+        for (t, k) in [(512, 4096), (2048, 4096), (2048, 14336)] {
+            let plain = quant_gemm(GgmlType::Q6_K, t, 4096, k, true).unwrap();
+            assert_eq!(AddOutput::Splits.kernel(&plain), None, "{plain}");
+            assert_eq!(AddOutput::Off.kernel(&plain), None, "{plain}");
+            let atomics = AddOutput::Atomics.kernel(&plain).unwrap();
+            let tma = AddOutput::Tma.kernel(&plain).unwrap();
+            assert_eq!(atomics, format!("{plain},ADD_OUTPUT=1"));
+            assert_eq!(tma, format!("{plain},TMA_STORE=1,ADD_OUTPUT=1"));
+            assert!(listed(&atomics) && listed(&tma), "{atomics} / {tma}");
+            assert!(crate::specs::adds_into_output(&atomics));
+        }
+        // A K split adds already, with or without the tiles' builds; gated units never do.
+        let split = quant_gemm(GgmlType::Q4_K, 512, 4096, 14336, true).unwrap();
+        for how in [AddOutput::Splits, AddOutput::Atomics, AddOutput::Tma] {
+            assert_eq!(how.kernel(&split), Some(split.clone()));
+        }
+        assert_eq!(AddOutput::Off.kernel(&split), None);
+        let silu = gated_gemm(GgmlType::Q4_K, false, 2048, 14336, 4096, true).unwrap();
+        assert_eq!(AddOutput::Atomics.kernel(&silu), None);
+        assert_eq!(AddOutput::Atomics.kernel("gemm_q4k_wg@BT=256"), None);
+        assert_eq!(AddOutput::from_env_value("tma"), Some(AddOutput::Tma));
+        assert_eq!(AddOutput::from_env_value("1"), None);
     }
 
     #[test]

@@ -284,6 +284,8 @@ pub struct Gpu {
     /// The builds that replace the dispatch's gemm_wg tiles (stream-K, TMA reductions), as the
     /// environment sets them ([`rewrites_from_env`]).
     rewrites: dispatch::Rewrites,
+    /// How the products that end a residual branch add into the stream (`ZINC_ADD_OUTPUT`).
+    add_output: dispatch::AddOutput,
 }
 
 /// Greedy decode steps recorded as CUDA graphs and replayed: the step's token and position live
@@ -346,6 +348,19 @@ pub fn rewrites_from_env() -> dispatch::Rewrites {
     }
 }
 
+/// `ZINC_ADD_OUTPUT` ([`dispatch::AddOutput`]): `0`, `splits`, `atomics` or `tma`; by default
+/// `tma`, whose kernels' GPU time per prefill of an 8B model was the least of the four (H100,
+/// docs/PERF.md, session 31). Any other value is reported and ignored.
+fn add_output_from_env() -> dispatch::AddOutput {
+    let value = std::env::var("ZINC_ADD_OUTPUT").unwrap_or_default();
+    dispatch::AddOutput::from_env_value(&value).unwrap_or_else(|| {
+        if !value.is_empty() {
+            eprintln!("warning: ZINC_ADD_OUTPUT={value} is not 0, splits, atomics or tma");
+        }
+        dispatch::AddOutput::Tma
+    })
+}
+
 /// Whether prefill-size Q4_K, Q5_K, Q6_K and Q8_0 products may take the gemm_*_wg kernels
 /// (sm_90a's warpgroup MMA, built for H100/H200 only): unless `ZINC_WGMMA=0`.
 fn wgmma_enabled() -> bool {
@@ -370,6 +385,8 @@ enum Product {
     Matvec(GgmlType),
     MatvecS8(GgmlType),
     QuantGemm(GgmlType),
+    /// The same, added into its output ([`Backend::matmul_add`]).
+    QuantGemmAdd(GgmlType),
     /// A gated pair's products with the activation (true for GELU) in the epilogue.
     GatedGemm(GgmlType, bool),
     GemmF16,
@@ -721,6 +738,7 @@ impl Gpu {
             sms: device.props().sm_count as usize,
             l2_bytes: usize::try_from(device.props().l2_bytes).unwrap_or(usize::MAX),
             rewrites: rewrites_from_env(),
+            add_output: add_output_from_env(),
         };
         gpu.wgmma = runs_wgmma(&gpu.registry);
         if graphs_enabled() {
@@ -819,14 +837,42 @@ impl Gpu {
         let name = match kind {
             Product::Matvec(ty) => Some(dispatch::matvec(ty, t, n, k)),
             Product::MatvecS8(ty) => dispatch::matvec_s8(ty, t, n, k),
-            Product::QuantGemm(ty) => dispatch::quant_gemm(ty, t, n, k, self.wgmma),
+            Product::QuantGemm(ty) | Product::QuantGemmAdd(ty) => {
+                dispatch::quant_gemm(ty, t, n, k, self.wgmma)
+            }
             Product::GatedGemm(ty, gelu) => dispatch::gated_gemm(ty, gelu, t, n, k, self.wgmma),
             Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
         }?;
         let gated = matches!(kind, Product::GatedGemm(..));
         let registered = |v: &str| self.registry.names().any(|n| n == v);
         let dims = [t, n, k];
-        Some((self.rewrites).kernel(name, dims, gated, self.sms, self.l2_bytes, registered))
+        let name = (self.rewrites).kernel(name, dims, gated, self.sms, self.l2_bytes, registered);
+        if !matches!(kind, Product::QuantGemmAdd(_)) {
+            return Some(name);
+        }
+        // A build that adds where one is registered; the plan tells whether this one does.
+        Some(
+            self.add_output
+                .kernel(&name)
+                .filter(|v| registered(v))
+                .unwrap_or(name),
+        )
+    }
+
+    /// `plan` on f16 activations `xh` and weight blocks `blocks` into a new output `y`, zeroed
+    /// first where a launch adds into it.
+    fn run_gemm_plan<T: DeviceElem>(
+        &self,
+        plan: &GemmPlan,
+        [n, k]: [usize; 2],
+        xh: &DeviceBuffer<f16>,
+        blocks: &DeviceBuffer<u32>,
+        y: &mut DeviceBuffer<T>,
+    ) -> Result<()> {
+        if plan.zero_output {
+            self.queue.stream.fill_zeros(y).gpu()?;
+        }
+        self.launch_gemm(plan, [n, k], vec![xh.into(), blocks.into(), y.into()])
     }
 
     /// Runs `plan`, a fused GEMM's launches for an `n` x `k` matrix, on `args` (its input,
@@ -951,17 +997,22 @@ impl Gpu {
         Ok(plan)
     }
 
-    /// The plan of `w`'s fused GEMM for `t` tokens and its weight blocks, if the matrix is
-    /// quantized and a fused GEMM takes its type.
+    /// The plan of `w`'s fused GEMM for `t` tokens (that `adds` into its output where it can)
+    /// and its weight blocks, if the matrix is quantized and a fused GEMM takes its type.
     fn quant_gemm_plan<'w>(
         &self,
         w: &'w Matrix,
         t: usize,
+        adds: bool,
     ) -> Result<Option<(Rc<GemmPlan>, &'w DeviceBuffer<u32>)>> {
         let Weights::Quant { ty, blocks } = &w.w else {
             return Ok(None);
         };
-        let (kind, n, k) = (Product::QuantGemm(*ty), w.out_dim, w.in_dim);
+        let kind = match adds {
+            true => Product::QuantGemmAdd(*ty),
+            false => Product::QuantGemm(*ty),
+        };
+        let (n, k) = (w.out_dim, w.in_dim);
         match self.product_kernel(kind, t, n, k)? {
             Some(kernel) => Ok(Some((self.gemm_plan(kind, &kernel, [t, n, k])?, blocks))),
             None => Ok(None),
@@ -1426,14 +1477,7 @@ impl Backend for Gpu {
         // In f16 only: the down projection reads nothing else.
         let mut y = self.queue.stream.alloc::<f16>(t * n).gpu()?;
         let plan = self.gemm_plan(Product::GatedGemm(*ty, gelu), &kernel, [t, n, k])?;
-        if plan.zero_output {
-            self.queue.stream.fill_zeros(&mut y).gpu()?;
-        }
-        self.launch_gemm(
-            &plan,
-            [n, k],
-            vec![(&*xh).into(), blocks.into(), (&mut y).into()],
-        )?;
+        self.run_gemm_plan(&plan, [n, k], &xh, blocks, &mut y)?;
         Ok(Act::half_only(y))
     }
 
@@ -1533,15 +1577,8 @@ impl Backend for Gpu {
             }
             weights => {
                 let xh = x.half(&self.queue, &self.kernels.to_f16)?;
-                if let Some((plan, blocks)) = self.quant_gemm_plan(w, t)? {
-                    if plan.zero_output {
-                        self.queue.stream.fill_zeros(&mut y).gpu()?;
-                    }
-                    self.launch_gemm(
-                        &plan,
-                        [n, k],
-                        vec![(&*xh).into(), blocks.into(), (&mut y).into()],
-                    )?;
+                if let Some((plan, blocks)) = self.quant_gemm_plan(w, t, false)? {
+                    self.run_gemm_plan(&plan, [n, k], &xh, blocks, &mut y)?;
                     return self.with_bias(y, w);
                 }
                 let scratch;
@@ -1571,14 +1608,16 @@ impl Backend for Gpu {
         self.with_bias(y, w)
     }
 
-    /// Where the product's launches all add into their output (K splits): into `y` itself,
-    /// which spares the memset that zeroes a new output and the add that follows.
+    /// Where the product's launches all add into their output (K splits, and with
+    /// `ZINC_ADD_OUTPUT=atomics` or `tma` the unsplit tiles' ADD_OUTPUT builds): into `y`
+    /// itself, which spares the memset that zeroes a new output and the add that follows.
     fn matmul_add(&self, y: &mut Act, x: &Act, w: &Matrix) -> Result<bool> {
         let t = x.len() / w.in_dim;
-        if w.bias.is_some() || t <= dispatch::MATVEC_MAX_T {
+        let off = self.add_output == dispatch::AddOutput::Off;
+        if off || w.bias.is_some() || t <= dispatch::MATVEC_MAX_T {
             return Ok(false);
         }
-        let Some((plan, blocks)) = self.quant_gemm_plan(w, t)? else {
+        let Some((plan, blocks)) = self.quant_gemm_plan(w, t, true)? else {
             return Ok(false);
         };
         if !plan.adds_everywhere {

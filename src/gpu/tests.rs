@@ -288,6 +288,20 @@ fn k_splits_add_into_the_residual_stream_on_the_emulated_device() {
     assert!(launched.contains_key("rmsnorm_f32h"), "{launched:?}");
 }
 
+/// The same with the unsplit tiles' builds that add their product into the output
+/// (ADD_OUTPUT: f32 atomics, and TMA reductions), forced onto every plain product.
+#[test]
+fn add_output_tiles_add_into_the_residual_stream_on_the_emulated_device() {
+    for variant in [
+        "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1,ADD_OUTPUT=1",
+        "BT=256,PRODUCER=1,PERSIST=132,TMA_STORE=1,ADD_OUTPUT=1",
+    ] {
+        let (_, launched) = plain_products_forced_onto(variant);
+        assert!(!launched.contains_key("add_rmsnorm_f32h"), "{variant}");
+        assert!(launched.contains_key("rmsnorm_f32h"), "{variant}");
+    }
+}
+
 /// The tiny llama's check against the CPU for a 256-token prompt in one chunk, int8 decode off,
 /// with a tune table naming gemm_wg's `variant` at the shape of every matrix but the gated
 /// pairs' (Q4_K and Q6_K alike).
