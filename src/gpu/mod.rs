@@ -1614,7 +1614,8 @@ impl Backend for Gpu {
     fn matmul_add(&self, y: &mut Act, x: &Act, w: &Matrix) -> Result<bool> {
         let t = x.len() / w.in_dim;
         let off = self.add_output == dispatch::AddOutput::Off;
-        if off || w.bias.is_some() || t <= dispatch::MATVEC_MAX_T {
+        let fits = y.f32.is_some() && y.len() == t * w.out_dim;
+        if off || !fits || w.bias.is_some() || t <= dispatch::MATVEC_MAX_T {
             return Ok(false);
         }
         let Some((plan, blocks)) = self.quant_gemm_plan(w, t, true)? else {
