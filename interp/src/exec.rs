@@ -16,7 +16,7 @@ use zinc_dsl::ir::{
 use crate::copy::Copies;
 use crate::error::{ErrorKind, InterpError, Location, ThreadId};
 use crate::memory::{Access, Memory, Site};
-use crate::roles::{splits_warps, stmt_address, waiting_ifs, Finished, Seat};
+use crate::roles::{role_run, splits_warps, stmt_address, waiting_ifs, Finished, Seat};
 use crate::tma::{BulkStores, EncodedMap, Mbarriers};
 use crate::value::Value;
 
@@ -73,6 +73,17 @@ impl Mask {
 
     fn clear(&mut self) {
         self.0.fill(false);
+    }
+
+    /// These threads but `other`'s.
+    pub fn without(&self, other: &Mask) -> Mask {
+        Mask(
+            self.0
+                .iter()
+                .zip(&other.0)
+                .map(|(&a, &b)| a && !b)
+                .collect(),
+        )
     }
 
     /// The active threads where `cond` is true, and those where it is false.
@@ -541,13 +552,58 @@ impl<'m, 'a> Machine<'m, 'a> {
 
     /// Run statements; on return `active` holds the threads that fell through the end.
     pub(crate) fn exec_block(&mut self, stmts: &'m Block, active: &mut Mask) -> Result<()> {
-        for stmt in stmts {
-            if !active.any() {
-                break;
+        let mut at = 0;
+        while at < stmts.len() && active.any() {
+            if let Some(end) = role_run(stmts, at, &self.waiting_ifs) {
+                if self.exec_role_run(&stmts[at..end], active)? {
+                    at = end;
+                    continue;
+                }
             }
-            self.exec_stmt(stmt, active)?;
+            self.exec_stmt(&stmts[at], active)?;
+            at += 1;
         }
         Ok(())
+    }
+
+    /// Runs the `if`s of a [`role_run`] as roles side by side where their threads are disjoint
+    /// and none shares a warp with another active thread; false, with nothing run, otherwise
+    /// (they then run in order).
+    fn exec_role_run(&mut self, ifs: &'m [Stmt], active: &mut Mask) -> Result<bool> {
+        let mut sides = Vec::new();
+        let mut taken = Mask::empty(self.threads);
+        for stmt in ifs {
+            let StmtKind::If {
+                cond, then_body, ..
+            } = &stmt.kind
+            else {
+                return Err(self.malformed(stmt.span, "a role run of something else than `if`s"));
+            };
+            let (then_mask, _) = active.split(&self.eval(cond, active)?);
+            if then_mask.lanes().any(|t| taken.get(t)) {
+                return Ok(false);
+            }
+            taken.union_with(&then_mask);
+            if then_mask.any() {
+                sides.push((then_body, then_mask));
+            }
+        }
+        let others = |mask: &Mask| active.without(mask);
+        if sides.len() < 2
+            || !sides
+                .iter()
+                .all(|(_, mask)| splits_warps(mask, &others(mask), self.threads))
+        {
+            return Ok(false);
+        }
+        for stmt in ifs {
+            self.step(active.count(), stmt.span)?;
+        }
+        let rest = active.without(&taken);
+        let mut fell_through = self.run_roles(sides)?;
+        fell_through.union_with(&rest);
+        *active = fell_through;
+        Ok(true)
     }
 
     fn exec_stmt(&mut self, stmt: &'m Stmt, active: &mut Mask) -> Result<()> {
@@ -607,7 +663,8 @@ impl<'m, 'a> Machine<'m, 'a> {
                     && self.waiting_ifs.contains(&stmt_address(stmt))
                     && splits_warps(&then_mask, &else_mask, self.threads)
                 {
-                    *active = self.run_roles([(then_body, then_mask), (else_body, else_mask)])?;
+                    *active =
+                        self.run_roles(vec![(then_body, then_mask), (else_body, else_mask)])?;
                     return Ok(());
                 }
                 self.exec_block(then_body, &mut then_mask)?;

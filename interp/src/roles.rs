@@ -12,12 +12,14 @@
 //! else-sides, nested roles in place of their parent), so every run interleaves the same way.
 //! When every role waits, the first one reports the deadlock. After both sides are done, the
 //! `if`'s threads go on together: each role's values for its own threads merge back into the
-//! parent.
+//! parent. Consecutive such `if`s without `else` (`if a { A } if b { B }`, e.g. the copies of
+//! an `unroll` over roles) run their bodies as roles side by side in the same way: on the GPU
+//! the warps that skip the first go on to the second while it runs.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use zinc_dsl::ir::{Block, Builtin, Expr, ExprKind, Module, Stmt, StmtKind};
+use zinc_dsl::ir::{Block, Builtin, Expr, ExprKind, Module, Stmt, StmtKind, VarId};
 
 use crate::error::{ErrorKind, InterpError};
 use crate::exec::{BlockState, Machine, Mask, Result};
@@ -64,6 +66,94 @@ fn collect_waiting_ifs(block: &Block, waits: &[bool], ifs: &mut HashSet<usize>) 
             StmtKind::For { body, .. } | StmtKind::While { body, .. } => {
                 collect_waiting_ifs(body, waits, ifs);
             }
+            _ => {}
+        }
+    }
+}
+
+/// Where a run of role `if`s starting at `at` ends, if it has two or more: `if`s without
+/// `else`, each in `waiting` and with a condition on registers alone that no body of the run
+/// before it assigns, so that evaluating every condition first gives what running them in
+/// order would.
+pub(crate) fn role_run(stmts: &[Stmt], at: usize, waiting: &HashSet<usize>) -> Option<usize> {
+    let role_if = |stmt: &Stmt| match &stmt.kind {
+        StmtKind::If {
+            cond, else_body, ..
+        } => {
+            else_body.is_empty()
+                && waiting.contains(&stmt_address(stmt))
+                && register_reads(cond).is_some()
+        }
+        _ => false,
+    };
+    if !(at + 1 < stmts.len() && role_if(&stmts[at]) && role_if(&stmts[at + 1])) {
+        return None;
+    }
+    let mut assigned = HashSet::new();
+    let mut end = at;
+    while end < stmts.len() && role_if(&stmts[end]) {
+        let StmtKind::If {
+            cond, then_body, ..
+        } = &stmts[end].kind
+        else {
+            unreachable!("role_if holds for `if`s only");
+        };
+        if register_reads(cond).is_some_and(|reads| reads.iter().any(|v| assigned.contains(v))) {
+            break;
+        }
+        collect_assigned(then_body, &mut assigned);
+        end += 1;
+    }
+    (end - at >= 2).then_some(end)
+}
+
+/// The variables `e` reads, where it reads nothing but registers and has no effect.
+fn register_reads(e: &Expr) -> Option<Vec<VarId>> {
+    let mut reads = Vec::new();
+    fn walk(e: &Expr, reads: &mut Vec<VarId>) -> bool {
+        match &e.kind {
+            ExprKind::Const(_) | ExprKind::Special(_) => true,
+            ExprKind::Var(v) | ExprKind::Element { var: v, .. } => {
+                reads.push(*v);
+                true
+            }
+            ExprKind::Unary(_, a)
+            | ExprKind::Cast(a)
+            | ExprKind::Extract(a, _)
+            | ExprKind::Bitcast(a) => walk(a, reads),
+            ExprKind::Binary(_, a, b) | ExprKind::Logical(_, a, b) => {
+                walk(a, reads) && walk(b, reads)
+            }
+            ExprKind::Select(a, b, c) => walk(a, reads) && walk(b, reads) && walk(c, reads),
+            ExprKind::VectorBuild(es) => es.iter().all(|e| walk(e, reads)),
+            _ => false,
+        }
+    }
+    walk(e, &mut reads).then_some(reads)
+}
+
+/// Adds the variables `block` defines or assigns to `into`.
+fn collect_assigned(block: &Block, into: &mut HashSet<VarId>) {
+    for stmt in block {
+        match &stmt.kind {
+            StmtKind::Let { var, .. }
+            | StmtKind::Assign { var, .. }
+            | StmtKind::SetElement { var, .. } => {
+                into.insert(*var);
+            }
+            StmtKind::If {
+                then_body,
+                else_body,
+                ..
+            } => {
+                collect_assigned(then_body, into);
+                collect_assigned(else_body, into);
+            }
+            StmtKind::For { var, body, .. } => {
+                into.insert(*var);
+                collect_assigned(body, into);
+            }
+            StmtKind::While { body, .. } => collect_assigned(body, into),
             _ => {}
         }
     }
@@ -179,7 +269,7 @@ struct Role {
     /// The mbarrier phase (barrier, parity) the role waits for.
     waiting: Option<(BarrierKey, u32)>,
     /// Of a parent: its roles still running.
-    children_left: u8,
+    children_left: usize,
 }
 
 /// A role that ran its side to the end.
@@ -213,12 +303,12 @@ impl<'m, 'a> Scheduler<'m, 'a> {
         self.schedule.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Two roles in place of `parent` (None: the machine that is no role), the first to run
+    /// `n` roles in place of `parent` (None: the machine that is no role), the first to run
     /// first with the block's state.
-    fn split(&self, parent: Option<usize>, block: BlockState<'m, 'a>) -> [usize; 2] {
+    fn split(&self, parent: Option<usize>, block: BlockState<'m, 'a>, n: usize) -> Vec<usize> {
         let mut s = self.lock();
-        let ids = [s.roles.len(), s.roles.len() + 1];
-        for _ in ids {
+        let ids: Vec<usize> = (s.roles.len()..s.roles.len() + n).collect();
+        for _ in &ids {
             s.roles.push(Role {
                 parent,
                 waiting: None,
@@ -227,11 +317,11 @@ impl<'m, 'a> Scheduler<'m, 'a> {
         }
         match parent {
             Some(p) => {
-                s.roles[p].children_left = 2;
+                s.roles[p].children_left = n;
                 let at = s.position(p);
-                s.order.splice(at..=at, ids);
+                s.order.splice(at..=at, ids.iter().copied());
             }
-            None => s.order = ids.to_vec(),
+            None => s.order = ids.clone(),
         }
         s.block = Some(block);
         s.running = Some(ids[0]);
@@ -369,20 +459,24 @@ impl Drop for StopOnPanic<'_, '_, '_> {
 }
 
 impl<'m, 'a> Machine<'m, 'a> {
-    /// Run the two sides of a warp-splitting `if` as roles; the threads that fall through.
-    pub(crate) fn run_roles(&mut self, sides: [(&'m Block, Mask); 2]) -> Result<Mask> {
+    /// Run the sides of a warp-splitting `if`, or the bodies of a run of such `if`s
+    /// ([`role_run`]), as roles; the threads that fall through.
+    pub(crate) fn run_roles(&mut self, sides: Vec<(&'m Block, Mask)>) -> Result<Mask> {
         let parent = self.role.as_ref().map(|seat| seat.id);
         let scheduler = match &self.role {
             Some(seat) => seat.scheduler.clone(),
             None => Arc::new(Scheduler::new()),
         };
-        let ids = scheduler.split(parent, self.take_block_state());
-        let roles = ids.map(|id| {
-            self.role_machine(Seat {
-                scheduler: scheduler.clone(),
-                id,
+        let ids = scheduler.split(parent, self.take_block_state(), sides.len());
+        let roles: Vec<Machine<'m, 'a>> = ids
+            .into_iter()
+            .map(|id| {
+                self.role_machine(Seat {
+                    scheduler: scheduler.clone(),
+                    id,
+                })
             })
-        });
+            .collect();
         let outcomes: Vec<Result<Finished<'m, 'a>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = roles
                 .into_iter()

@@ -86,12 +86,23 @@ fn compile(produce: &str, consumers: &str, stages: u32) -> Compilation {
 
 /// The kernel with `after` following the roles' `if`.
 fn compile_with_after(produce: &str, consumers: &str, after: &str, stages: u32) -> Compilation {
+    compile_text(RING, produce, consumers, after, stages)
+}
+
+/// `text` (RING or a variant of it) with its placeholders filled.
+fn compile_text(
+    text: &str,
+    produce: &str,
+    consumers: &str,
+    after: &str,
+    stages: u32,
+) -> Compilation {
     let full_count = if produce.contains("tma_load") {
         "1"
     } else {
         "32"
     };
-    let text = RING
+    let text = text
         .replace("PRODUCE", produce)
         .replace("CONSUMERS", consumers)
         .replace("AFTER", after)
@@ -173,6 +184,64 @@ fn threads_go_on_together_after_the_roles() {
     let after = "barrier();\n    out[thread.x] += 1.0;";
     let c = compile_with_after(&returning, CONSUME, after, 2);
     check_sums_after(&c, 2, 5, 1.0);
+}
+
+/// The roles as two `if`s in a row (as an `unroll` over roles writes them), in either order:
+/// the warps that skip the first run the second beside it, as on the GPU, where in lock step
+/// the first would wait forever for the second.
+#[test]
+fn consecutive_role_ifs_run_side_by_side() {
+    let split = "if role == 1 {\n        PRODUCE\n    } else {\n        CONSUMERS\n    }";
+    assert!(RING.contains(split));
+    for (first, second) in [("role == 1", "role != 1"), ("role != 1", "role == 1")] {
+        let side = |cond: &str| {
+            let body = if cond == "role == 1" {
+                "PRODUCE"
+            } else {
+                "CONSUMERS"
+            };
+            format!("if {cond} {{\n        {body}\n    }}")
+        };
+        let text = RING.replace(split, &format!("{}\n    {}", side(first), side(second)));
+        for (produce, stages, n) in [(PRODUCE_TMA, 2, 7), (PRODUCE_STORES, 3, 10)] {
+            let c = compile_text(&text, produce, CONSUME, "", stages);
+            check_sums_after(&c, stages, n, 0.0);
+        }
+    }
+}
+
+/// A second role `if` whose condition the first one's body changes runs after it, in order:
+/// warp 0 sets `second` in the first body, so it runs the second body too (all 64 threads
+/// store), which evaluating both conditions first would miss.
+#[test]
+fn role_ifs_whose_conditions_earlier_bodies_change_run_in_order() {
+    let text = "
+kernel both(out: global mut [f32]) grid(1) block(64) {
+    shared bar: [1] u64;
+    if thread.x == 0 {
+        mbarrier_init(bar[0], 32);
+    }
+    barrier();
+    let w = shfl_idx(thread.x / 32, 0);
+    var second = w == 1;
+    if w == 0 {
+        mbarrier_arrive(bar[0]);
+        second = true;
+        mbarrier_wait(bar[0], 0);
+    }
+    if second {
+        mbarrier_wait(bar[0], 0);
+        out[thread.x] = 1.0;
+    }
+}";
+    let c = zinc_dsl::compile_source("both.tile", text, &[], &|_| None)
+        .unwrap_or_else(|f| panic!("{}", f.render()));
+    let mut args = vec![Arg::Buffer(Buffer::from_f32(&[0.0; 64]))];
+    Interpreter::new(&c.module)
+        .sources(&c.sources)
+        .launch("both", &mut args)
+        .unwrap();
+    assert_eq!(args[0].buffer().unwrap().to_f32(), vec![1.0; 64]);
 }
 
 /// Consumers that release a slot before reading it: the refill is not ordered after the read.
