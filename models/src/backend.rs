@@ -58,6 +58,17 @@ pub trait Backend {
     }
     /// RMSNorm of each `weight.len()`-long row, times `weight` (GGUF stores Gemma's `1 + w`).
     fn rms_norm(&self, x: &Self::Tensor, weight: &Self::Vector, eps: f32) -> Result<Self::Tensor>;
+    /// [`Backend::rms_norm`] of a tensor that only products read (`matmul`, `matmul_add`, a
+    /// gated pair): a backend whose products read a copy of their input in another type may
+    /// write that copy alone.
+    fn rms_norm_for_products(
+        &self,
+        x: &Self::Tensor,
+        weight: &Self::Vector,
+        eps: f32,
+    ) -> Result<Self::Tensor> {
+        self.rms_norm(x, weight, eps)
+    }
     /// RMSNorm of each `width`-long row without a weight.
     fn rms_norm_unit(&self, x: &Self::Tensor, width: usize, eps: f32) -> Result<Self::Tensor>;
     /// Rotates each `head_dim`-long head of row `t` of `x` (`[tokens][n_heads * head_dim]`) by

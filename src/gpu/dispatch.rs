@@ -790,6 +790,17 @@ pub fn rmsnorm(rows: usize, cols: usize, fused_add: bool, copy: InputCopy) -> St
         (InputCopy::Int8, false) => "rmsnorm_f32q",
         (InputCopy::Int8, true) => "add_rmsnorm_f32q",
     };
+    norm_build(name, rows, cols)
+}
+
+/// The RMS norm for `rows` rows of `cols` values that writes its output in f16 alone, for the
+/// tensor-core GEMMs of prefill-size batches when nothing else reads it.
+pub fn rmsnorm_half_only(rows: usize, cols: usize) -> String {
+    norm_build("rmsnorm_f16", rows, cols)
+}
+
+/// The build of norm kernel `name` for `rows` rows of `cols` values (as [`rmsnorm`] picks it).
+fn norm_build(name: &str, rows: usize, cols: usize) -> String {
     let (block, most) = match rows <= MATVEC_MAX_T {
         true => (1024, 4),
         false => (256, 16),
@@ -901,6 +912,7 @@ mod tests {
                 // Llama 3 8B's rows, Gemma 3 270M's, Gemma 3 27B's, one wider than the builds.
                 for cols in [4096, 640, 5376, 70_000] {
                     names.extend([1, 512].map(|rows| rmsnorm(rows, cols, fused_add, copy)));
+                    names.push(rmsnorm_half_only(512, cols));
                 }
             }
         }

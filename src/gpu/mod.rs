@@ -1637,6 +1637,23 @@ impl Backend for Gpu {
         self.norm_rows(x, weight, weight.len(), eps)
     }
 
+    /// For prefill-size batches, whose products read f16: the output in f16 alone.
+    fn rms_norm_for_products(&self, x: &Act, weight: &DeviceBuffer<f32>, eps: f32) -> Result<Act> {
+        let cols = weight.len();
+        let rows = x.len() / cols;
+        if self.input_copy(rows, cols) != InputCopy::Half || cols != self.n_embd {
+            return self.rms_norm(x, weight, eps);
+        }
+        let mut y = self.queue.stream.alloc::<f16>(x.len()).gpu()?;
+        let mut args = vec![x.f32()?.into(), weight.into(), (&mut y).into()];
+        args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
+        self.launch(
+            &*self.kernel(&dispatch::rmsnorm_half_only(rows, cols))?,
+            &mut args,
+        )?;
+        Ok(Act::half_only(y))
+    }
+
     fn rms_norm_unit(&self, x: &Act, width: usize, eps: f32) -> Result<Act> {
         // A unit weight: multiplying by 1.0 is exact, so this equals a weightless norm.
         let ones = {

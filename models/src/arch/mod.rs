@@ -510,11 +510,12 @@ impl<B: Backend> Residual<B> {
         self.add(b, branch.computed(b)?)
     }
 
-    /// RMSNorm of the stream, after the pending add.
+    /// RMSNorm of the stream, after the pending add, for the products that read it (a branch's
+    /// or the output head's; nothing else may).
     fn norm(&mut self, b: &B, weight: &B::Vector, eps: f32) -> Result<B::Tensor> {
         match self.pending.take() {
             Some(y) => b.add_rms_norm(&mut self.x, &y, weight, eps),
-            None => b.rms_norm(&self.x, weight, eps),
+            None => b.rms_norm_for_products(&self.x, weight, eps),
         }
     }
 
