@@ -1117,20 +1117,41 @@ impl Gpu {
     /// RMS norm of rows of `cols`, by the first `cols` weights of `w`. Norms of whole hidden
     /// rows feed products, so they also write the copy products read ([`Gpu::input_copy`]);
     /// per-head ones (QK norms) feed rope.
-    fn norm_rows(&self, x: &Act, w: &DeviceBuffer<f32>, cols: usize, eps: f32) -> Result<Act> {
-        let mut y = self.alloc(x.len())?;
+    /// With `products_only` (nothing but products reads the output), where those read f16 the
+    /// output is written in f16 alone.
+    fn norm_rows(
+        &self,
+        x: &Act,
+        w: &DeviceBuffer<f32>,
+        cols: usize,
+        eps: f32,
+        products_only: bool,
+    ) -> Result<Act> {
         let rows = x.len() / cols;
         let copy = match cols == self.n_embd {
             true => self.input_copy(rows, cols),
             false => InputCopy::None,
         };
         let mut y_copy = self.copy_buffer(copy, x.len())?;
-        let mut args = vec![x.f32()?.into(), w.into(), (&mut y).into()];
+        let half_only = products_only && copy == InputCopy::Half;
+        let mut y = match half_only {
+            true => None,
+            false => Some(self.alloc(x.len())?),
+        };
+        let mut args = vec![x.f32()?.into(), w.into()];
+        args.extend(y.as_mut().map(Arg::from));
         args.extend(y_copy.arg());
         args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
-        let kernel = self.kernel(&dispatch::rmsnorm(rows, cols, false, copy))?;
-        self.launch(&kernel, &mut args)?;
-        Ok(Act::with_copy(y, y_copy))
+        let kernel = match half_only {
+            true => dispatch::rmsnorm_half_only(rows, cols),
+            false => dispatch::rmsnorm(rows, cols, false, copy),
+        };
+        self.launch(&*self.kernel(&kernel)?, &mut args)?;
+        Ok(match (y, y_copy) {
+            (Some(y), y_copy) => Act::with_copy(y, y_copy),
+            (None, CopyBuffer::Half(y)) => Act::half_only(y),
+            (None, _) => unreachable!("an f16-only norm writes its f16 copy"),
+        })
     }
 
     /// The attention of `q` over layer `layer`'s cache, after appending `new_kv` (the keys and
@@ -1634,24 +1655,12 @@ impl Backend for Gpu {
     }
 
     fn rms_norm(&self, x: &Act, weight: &DeviceBuffer<f32>, eps: f32) -> Result<Act> {
-        self.norm_rows(x, weight, weight.len(), eps)
+        self.norm_rows(x, weight, weight.len(), eps, false)
     }
 
     /// For prefill-size batches, whose products read f16: the output in f16 alone.
     fn rms_norm_for_products(&self, x: &Act, weight: &DeviceBuffer<f32>, eps: f32) -> Result<Act> {
-        let cols = weight.len();
-        let rows = x.len() / cols;
-        if self.input_copy(rows, cols) != InputCopy::Half || cols != self.n_embd {
-            return self.rms_norm(x, weight, eps);
-        }
-        let mut y = self.queue.stream.alloc::<f16>(x.len()).gpu()?;
-        let mut args = vec![x.f32()?.into(), weight.into(), (&mut y).into()];
-        args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
-        self.launch(
-            &*self.kernel(&dispatch::rmsnorm_half_only(rows, cols))?,
-            &mut args,
-        )?;
-        Ok(Act::half_only(y))
+        self.norm_rows(x, weight, weight.len(), eps, true)
     }
 
     fn rms_norm_unit(&self, x: &Act, width: usize, eps: f32) -> Result<Act> {
@@ -1667,7 +1676,7 @@ impl Backend for Gpu {
                 }
             }
         };
-        self.norm_rows(x, &ones, width, eps)
+        self.norm_rows(x, &ones, width, eps, false)
     }
 
     fn rope(
