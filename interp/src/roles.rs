@@ -76,32 +76,28 @@ fn collect_waiting_ifs(block: &Block, waits: &[bool], ifs: &mut HashSet<usize>) 
 /// before it assigns, so that evaluating every condition first gives what running them in
 /// order would.
 pub(crate) fn role_run(stmts: &[Stmt], at: usize, waiting: &HashSet<usize>) -> Option<usize> {
-    let role_if = |stmt: &Stmt| match &stmt.kind {
-        StmtKind::If {
-            cond, else_body, ..
-        } => {
-            else_body.is_empty()
-                && waiting.contains(&stmt_address(stmt))
-                && register_reads(cond).is_some()
+    // A role `if`'s body and the registers its condition reads.
+    fn role_if<'s>(stmt: &'s Stmt, waiting: &HashSet<usize>) -> Option<(&'s Block, Vec<VarId>)> {
+        match &stmt.kind {
+            StmtKind::If {
+                cond,
+                then_body,
+                else_body,
+            } if else_body.is_empty() && waiting.contains(&stmt_address(stmt)) => {
+                register_reads(cond).map(|reads| (then_body, reads))
+            }
+            _ => None,
         }
-        _ => false,
-    };
-    if !(at + 1 < stmts.len() && role_if(&stmts[at]) && role_if(&stmts[at + 1])) {
-        return None;
     }
+    // Most statements start no run: look at the next one before walking any body.
+    stmts.get(at + 1).and_then(|stmt| role_if(stmt, waiting))?;
     let mut assigned = HashSet::new();
     let mut end = at;
-    while end < stmts.len() && role_if(&stmts[end]) {
-        let StmtKind::If {
-            cond, then_body, ..
-        } = &stmts[end].kind
-        else {
-            unreachable!("role_if holds for `if`s only");
-        };
-        if register_reads(cond).is_some_and(|reads| reads.iter().any(|v| assigned.contains(v))) {
+    while let Some((body, reads)) = stmts.get(end).and_then(|stmt| role_if(stmt, waiting)) {
+        if reads.iter().any(|v| assigned.contains(v)) {
             break;
         }
-        collect_assigned(then_body, &mut assigned);
+        collect_assigned(body, &mut assigned);
         end += 1;
     }
     (end - at >= 2).then_some(end)
