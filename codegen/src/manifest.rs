@@ -11,6 +11,8 @@ pub struct KernelInfo {
     pub name: String,
     pub params: Vec<ParamInfo>,
     pub block: [u32; 3],
+    /// Blocks per cluster per axis ([1, 1, 1]: no clusters); the grid must be a multiple.
+    pub cluster: [u32; 3],
     /// Grid size per axis over the integer scalar parameters: integers, names, `+ - * / %`,
     /// parentheses, `min(a, b)`, `max(a, b)` and `cdiv(a, b)`.
     pub grid: [String; 3],
@@ -75,6 +77,10 @@ impl KernelInfo {
         });
         let [bx, by, bz] = self.block;
         let _ = writeln!(s, "  \"block\": [{bx}, {by}, {bz}],");
+        if self.cluster != [1, 1, 1] {
+            let [cx, cy, cz] = self.cluster;
+            let _ = writeln!(s, "  \"cluster\": [{cx}, {cy}, {cz}],");
+        }
         let grid: Vec<String> = self.grid.iter().map(|g| json_str(g)).collect();
         let _ = writeln!(s, "  \"grid\": [{}],", grid.join(", "));
         let _ = writeln!(
@@ -222,6 +228,7 @@ pub(crate) fn kernel_info(
         name: f.name.clone(),
         params,
         block: launch.block,
+        cluster: launch.cluster,
         grid: [grid_text(gx, f)?, grid_text(gy, f)?, grid_text(gz, f)?],
         static_shared_bytes: shared.0,
         dynamic_shared_bytes: shared.1,

@@ -83,6 +83,8 @@ pub struct KernelItem {
     pub params: Vec<Param>,
     pub grid: LaunchDims,
     pub block: LaunchDims,
+    /// `cluster(...)`, blocks per cluster; absent: clusters of one block.
+    pub cluster: Option<LaunchDims>,
     pub body: Block,
     pub span: Span,
 }

@@ -289,6 +289,10 @@ pub enum FunctionKind {
 pub struct Launch {
     /// Threads per block (x, y, z), compile-time constants; their product is the launch bound.
     pub block: [u32; 3],
+    /// Blocks per cluster (x, y, z), compile-time constants; [1, 1, 1] without `cluster(...)`.
+    /// The blocks of a cluster run at once and may reach each other's shared memory (sm_90).
+    /// The grid's dimensions must be multiples of these.
+    pub cluster: [u32; 3],
     /// Grid size (x, y, z) as expressions over the kernel's scalar parameters and constants, type
     /// u32. Only for the host, which evaluates them with the launch arguments (see [`Expr`]).
     pub grid: [Expr; 3],
@@ -819,6 +823,25 @@ pub enum Builtin {
     /// zero. The map is the kernel's ([`ExprKind::TensorMap`]) or a device function's
     /// `TensorMap` parameter. Void.
     TmaLoad,
+    /// `[dst, map, row, col, bar, ctas (u32)]`: `TmaLoad`'s box written into `dst` in every
+    /// block of the cluster whose rank has its bit set in `ctas` (`.multicast::cluster`), its
+    /// bytes completing on the mbarrier at `bar`'s address in each of them (bits past the
+    /// cluster's blocks are ignored by the GPU; the interpreter reports them). Void.
+    TmaLoadMulticast,
+    /// `[]`: `%cluster_ctarank`: the block's rank in its cluster, 0 to blocks per cluster - 1
+    /// (0 without `cluster(...)`). u32.
+    ClusterRank,
+    /// `[]`: `barrier.cluster.arrive` then `barrier.cluster.wait`: every thread of every block
+    /// of the cluster arrives before any goes on, its memory accesses before visible (release,
+    /// acquire) to the others' after. A block's threads must reach it before the block may
+    /// take an arrival or a multicast copy from the others (their mbarriers initialized), and
+    /// again before it exits while others may still reach its shared memory. Void.
+    ClusterSync,
+    /// `[bar, rank (u32)]`: `mbarrier.arrive.release.cluster` on the mbarrier at `bar`'s
+    /// address in the cluster's block `rank` (`mapa`): one arrival there, this thread's earlier
+    /// accesses visible to whoever waits for its phase (a consumer releasing a ring slot that
+    /// another block's multicast copies refill). Void.
+    MbarrierArriveCluster,
     /// `[map, row (u32), col (u32)]`: `cp.async.bulk.prefetch.tensor.2d.L2`: start bringing
     /// the box of the map whose first element is (row, col) into the L2, for a later
     /// `tma_load` (or any read) to find there. No effect on memory's contents, nothing to wait
@@ -847,7 +870,8 @@ pub enum Builtin {
 /// fence, mbarriers or TMA) or tensor maps, itself or in a device function it calls, so that it
 /// can be built only for sm_90a.
 pub fn needs_sm90a(m: &Module, f: &Function) -> bool {
-    if matches!(&f.kind, FunctionKind::Kernel(l) if !l.tensor_maps.is_empty()) {
+    if matches!(&f.kind, FunctionKind::Kernel(l) if !l.tensor_maps.is_empty() || l.cluster != [1, 1, 1])
+    {
         return true;
     }
     uses_builtin(m, f, &|b| {
@@ -866,6 +890,10 @@ pub fn needs_sm90a(m: &Module, f: &Function) -> bool {
                 | Builtin::MbarrierWait
                 | Builtin::TmaLoad
                 | Builtin::TmaPrefetch
+                | Builtin::TmaLoadMulticast
+                | Builtin::ClusterRank
+                | Builtin::ClusterSync
+                | Builtin::MbarrierArriveCluster
                 | Builtin::TmaStore(_)
                 | Builtin::TmaStoreCommit
                 | Builtin::TmaStoreWait(_)

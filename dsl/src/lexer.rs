@@ -60,6 +60,8 @@ pub enum Tok<'a> {
     Grid,
     #[token("block")]
     Block,
+    #[token("cluster")]
+    Cluster,
     #[token("global")]
     Global,
     #[token("shared")]
@@ -325,6 +327,7 @@ impl fmt::Display for Tok<'_> {
             Tok::Kernel => "kernel",
             Tok::Grid => "grid",
             Tok::Block => "block",
+            Tok::Cluster => "cluster",
             Tok::Global => "global",
             Tok::Shared => "shared",
             Tok::Mut => "mut",

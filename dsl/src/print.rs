@@ -102,9 +102,13 @@ impl<'m> Printer<'m> {
             }
             let grid: Vec<String> = launch.grid.iter().map(|e| self.expr(e)).collect();
             let [x, y, z] = launch.block;
+            let cluster = match launch.cluster {
+                [1, 1, 1] => String::new(),
+                [cx, cy, cz] => format!(" cluster({cx}, {cy}, {cz})"),
+            };
             let _ = writeln!(
                 self.out,
-                "    grid({}) block({x}, {y}, {z})",
+                "    grid({}) block({x}, {y}, {z}){cluster}",
                 grid.join(", ")
             );
             for (i, m) in launch.tensor_maps.iter().enumerate() {
@@ -434,6 +438,10 @@ fn builtin(b: Builtin) -> String {
         Builtin::MbarrierWait => "mbarrier_wait",
         Builtin::TmaLoad => "tma_load",
         Builtin::TmaPrefetch => "tma_prefetch",
+        Builtin::TmaLoadMulticast => "tma_load_multicast",
+        Builtin::ClusterRank => "cluster_rank",
+        Builtin::ClusterSync => "cluster_sync",
+        Builtin::MbarrierArriveCluster => "mbarrier_arrive_cluster",
         Builtin::TmaStore(TmaStoreOp::Write) => "tma_store",
         Builtin::TmaStore(TmaStoreOp::Add) => "tma_store_add",
         Builtin::TmaStoreCommit => "tma_store_commit",

@@ -145,6 +145,15 @@ impl<'m> Machine<'m, '_> {
             Builtin::MbarrierWait => self.mbarrier_wait(&vals, mask, e),
             Builtin::TmaLoad => self.tma_load(&vals, mask, e),
             Builtin::TmaPrefetch => self.tma_prefetch(&vals, mask, e),
+            Builtin::TmaLoadMulticast
+            | Builtin::ClusterRank
+            | Builtin::ClusterSync
+            | Builtin::MbarrierArriveCluster => Err(self.error_at(
+                e.span,
+                ErrorKind::Unsupported {
+                    what: "clusters (the interpreter runs one block at a time)".into(),
+                },
+            )),
             Builtin::TmaStore(op) => self.tma_store(op, &vals, mask, e),
             Builtin::TmaStoreCommit => Ok(self.tma_store_commit(mask)),
             // The writes landed at issue; what is left to check is each retired store's source.

@@ -121,6 +121,13 @@ pub enum LaunchError {
         value: i128,
         max: u32,
     },
+    #[error("kernel `{kernel}`: grid.{axis} = {value} is not a multiple of its clusters' {cluster} blocks")]
+    ClusterGrid {
+        kernel: String,
+        axis: char,
+        value: u32,
+        cluster: u32,
+    },
     #[error("kernel `{kernel}`: block.{axis} = {value} is outside 1..={max}")]
     BlockDim {
         kernel: String,
@@ -209,6 +216,14 @@ pub fn plan_launch(
                 value,
                 max,
             })?;
+        if dims[i] % sig.cluster[i] != 0 {
+            return Err(LaunchError::ClusterGrid {
+                kernel: kernel(),
+                axis: AXES[i],
+                value: dims[i],
+                cluster: sig.cluster[i],
+            });
+        }
     }
 
     Ok(LaunchDims {
@@ -433,6 +448,24 @@ mod tests {
             Err(LaunchError::GridDim {
                 axis: 'y',
                 value: 70_000,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_clustered_kernels_grid_must_be_whole_clusters() {
+        let mut clustered = sig();
+        clustered.cluster = [2, 1, 1];
+        let dims = plan_launch(&clustered, &good_args(10), Grid::Dims([6, 3, 1]), &H200);
+        assert_eq!(dims.unwrap().grid, [6, 3, 1]);
+        let err = plan_launch(&clustered, &good_args(10), Grid::Dims([7, 2, 1]), &H200);
+        assert!(matches!(
+            err,
+            Err(LaunchError::ClusterGrid {
+                axis: 'x',
+                value: 7,
+                cluster: 2,
                 ..
             })
         ));

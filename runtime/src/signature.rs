@@ -81,6 +81,9 @@ pub struct KernelSignature {
     pub name: String,
     pub params: Vec<Param>,
     pub block: [u32; 3],
+    /// Blocks per cluster per axis ([1, 1, 1]: no clusters): the PTX requires it
+    /// (`.reqnctapercluster`), so every grid dimension must be a multiple of it.
+    pub cluster: [u32; 3],
     /// Grid size per axis (x, y, z), over the integer scalar parameters and `specialization`.
     pub grid: [GridExpr; 3],
     pub static_shared_bytes: u32,
@@ -105,12 +108,18 @@ pub struct TensorMapSpec {
     pub swizzle: u32,
 }
 
+fn no_cluster() -> [u32; 3] {
+    [1, 1, 1]
+}
+
 // Unknown fields are ignored, so the compiler can add fields without breaking the runtime.
 #[derive(Deserialize)]
 struct RawSignature {
     name: String,
     params: Vec<RawParam>,
     block: [u32; 3],
+    #[serde(default = "no_cluster")]
+    cluster: [u32; 3],
     grid: [RawGridDim; 3],
     #[serde(default)]
     static_shared_bytes: u32,
@@ -288,6 +297,7 @@ impl KernelSignature {
             name: kernel,
             params,
             block: raw.block,
+            cluster: raw.cluster,
             grid,
             static_shared_bytes: raw.static_shared_bytes,
             dynamic_shared_bytes: raw.dynamic_shared_bytes,

@@ -186,11 +186,23 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 self.wgmma((acc, first, n), vals[0], vals[1], span)?;
                 return Ok(None);
             }
+            Builtin::ClusterRank => {
+                arity(0)?;
+                self.sreg("cluster.ctarank", span)?
+            }
+            Builtin::ClusterSync => {
+                arity(0)?;
+                self.call_intrinsic("llvm.nvvm.barrier.cluster.arrive", &[], &[], span)?;
+                self.call_intrinsic("llvm.nvvm.barrier.cluster.wait", &[], &[], span)?;
+                return Ok(None);
+            }
             Builtin::MbarrierInit
             | Builtin::MbarrierExpectTx
             | Builtin::MbarrierArrive
+            | Builtin::MbarrierArriveCluster
             | Builtin::MbarrierWait
             | Builtin::TmaLoad
+            | Builtin::TmaLoadMulticast
             | Builtin::TmaPrefetch
             | Builtin::TmaStore(_)
             | Builtin::TmaStoreCommit

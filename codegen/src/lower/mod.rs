@@ -165,6 +165,13 @@ fn declare<'ctx>(
             // LLVM 22 reads launch bounds from this attribute and prints `.maxntid x, y, z`.
             let bound = ctx.create_string_attribute("nvvm.maxntid", &format!("{x},{y},{z}"));
             llfn.add_attribute(AttributeLoc::Function, bound);
+            // `.explicitcluster` and `.reqnctapercluster x, y, z`: the driver launches the
+            // kernel's blocks in clusters of this shape with a plain launch.
+            if launch.cluster != [1, 1, 1] {
+                let [x, y, z] = launch.cluster;
+                let dims = ctx.create_string_attribute("nvvm.cluster_dim", &format!("{x},{y},{z}"));
+                llfn.add_attribute(AttributeLoc::Function, dims);
+            }
             // ptxas ignores `setmaxnreg` unless it knows the registers at entry: with one
             // block per SM (`.minnctapersm 1`) they are 64 K over the block's warpgroups.
             if ir::uses_builtin(ir_module, f, &|b| {

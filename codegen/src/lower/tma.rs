@@ -145,6 +145,15 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
                 &[self.shared_u32(*bar, span)?],
                 span,
             ),
+            // The address of the peer's mbarrier (`mapa`), then a release at cluster scope, so
+            // that this thread's reads of the slot it releases (the tensor cores' included,
+            // retired by `wgmma_wait`) come before the peer's refill.
+            (Builtin::MbarrierArriveCluster, [bar, rank]) => self.asm_statement(
+                "{\n\t.reg .b32 remote;\n\tmapa.shared::cluster.u32 remote, $0, $1;\n\tmbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t}",
+                "r,r",
+                &[self.shared_u32(*bar, span)?, *rank],
+                span,
+            ),
             // try_wait suspends the thread for a while in hardware; the loop covers timeouts.
             (Builtin::MbarrierWait, [bar, parity]) => self.asm_statement(
                 "{\n\t.reg .pred done;\n\tzinc_wait_${:uid}:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n\t@!done bra zinc_wait_${:uid};\n\t}",
@@ -165,6 +174,26 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
                 ],
                 span,
             ),
+            // The mask is a 16-bit operand.
+            (Builtin::TmaLoadMulticast, [dst, map, row, col, bar, ctas]) => {
+                let ctas = self
+                    .b
+                    .build_int_truncate(ctas.into_int_value(), self.ctx.i16_type(), "")
+                    .at(span)?;
+                self.asm_statement(
+                    "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [$0], [$1, {$2, $3}], [$4], $5;",
+                    "r,l,r,r,r,h",
+                    &[
+                        self.shared_u32(*dst, span)?,
+                        self.map_u64(*map, span)?,
+                        *col,
+                        *row,
+                        self.shared_u32(*bar, span)?,
+                        ctas.into(),
+                    ],
+                    span,
+                )
+            }
             (Builtin::TmaPrefetch, [map, row, col]) => self.asm_statement(
                 "cp.async.bulk.prefetch.tensor.2d.L2.global.tile [$0, {$1, $2}];",
                 "l,r,r",

@@ -176,6 +176,7 @@ impl Func {
             name,
             FunctionKind::Kernel(Launch {
                 block,
+                cluster: [1, 1, 1],
                 grid,
                 specialization: vec![(
                     "BLOCK".into(),

@@ -55,6 +55,10 @@ pub enum Name {
     MbarrierArrive,
     MbarrierWait,
     TmaLoad,
+    TmaLoadMulticast,
+    ClusterRank,
+    ClusterSync,
+    MbarrierArriveCluster,
     TmaPrefetch,
     TmaStore(TmaStoreOp),
     TmaStoreCommit,
@@ -129,6 +133,10 @@ const TABLE: &[(&str, Name)] = &[
     ("mbarrier_arrive", Name::MbarrierArrive),
     ("mbarrier_wait", Name::MbarrierWait),
     ("tma_load", Name::TmaLoad),
+    ("tma_load_multicast", Name::TmaLoadMulticast),
+    ("cluster_rank", Name::ClusterRank),
+    ("cluster_sync", Name::ClusterSync),
+    ("mbarrier_arrive_cluster", Name::MbarrierArriveCluster),
     ("tma_prefetch", Name::TmaPrefetch),
     ("tma_store", Name::TmaStore(TmaStoreOp::Write)),
     ("tma_store_add", Name::TmaStore(TmaStoreOp::Add)),
@@ -570,7 +578,38 @@ impl FnCx<'_, '_> {
                     span,
                 ))
             }
-            Name::TmaLoad => self.tma_load(args, span),
+            Name::TmaLoad => self.tma_load(name, args, span),
+            Name::TmaLoadMulticast => self.tma_load(name, args, span),
+            Name::ClusterRank => {
+                self.arity(name, args, 0, span)?;
+                Ok(mk(
+                    ir::ExprKind::Builtin(Builtin::ClusterRank, vec![]),
+                    Type::Scalar(Scalar::U32),
+                    span,
+                ))
+            }
+            Name::ClusterSync => {
+                self.arity(name, args, 0, span)?;
+                Ok(mk(
+                    ir::ExprKind::Builtin(Builtin::ClusterSync, vec![]),
+                    Type::Void,
+                    span,
+                ))
+            }
+            Name::MbarrierArriveCluster => {
+                self.arity(name, args, 2, span)?;
+                let bar = self.mbarrier(name, &args[0]);
+                let rank = self.expect(
+                    &args[1],
+                    &Type::Scalar(Scalar::U32),
+                    "the block rank of `mbarrier_arrive_cluster`",
+                );
+                Ok(mk(
+                    ir::ExprKind::Builtin(Builtin::MbarrierArriveCluster, vec![bar?, rank?]),
+                    Type::Void,
+                    span,
+                ))
+            }
             Name::TmaPrefetch => self.tma_prefetch(args, span),
             Name::TmaStore(op) => self.tma_store(name, op, args, span),
             Name::TmaStoreCommit => self.commit(name, Builtin::TmaStoreCommit, args, span),
@@ -771,23 +810,30 @@ impl FnCx<'_, '_> {
     }
 
     /// `tma_load(dst, map, row, col, bar)`: the box of tensor map `map` at (row, col) into
-    /// `dst`, a shared view of the map's elements, completing on mbarrier `bar`.
-    fn tma_load(&mut self, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
-        self.arity("tma_load", args, 5, span)?;
-        let map = self.map_operand(&args[1], "the second argument of `tma_load`", None)?;
+    /// `dst`, a shared view of the map's elements, completing on mbarrier `bar`;
+    /// `tma_load_multicast(dst, map, row, col, bar, ctas)` the same into each block of the
+    /// cluster in mask `ctas`.
+    fn tma_load(&mut self, name: &str, args: &[ast::Expr], span: Span) -> Res<ir::Expr> {
+        let multicast = name == "tma_load_multicast";
+        self.arity(name, args, if multicast { 6 } else { 5 }, span)?;
+        let map = self.map_operand(&args[1], &format!("the second argument of `{name}`"), None)?;
         let Type::TensorMap(elem) = map.ty else {
             unreachable!("map_operand gives tensor maps")
         };
-        let dst = self.box_operand("tma_load", &args[0], elem, true)?;
+        let dst = self.box_operand(name, &args[0], elem, true)?;
         let u32_ty = Type::Scalar(Scalar::U32);
-        let row = self.expect(&args[2], &u32_ty, "the row of `tma_load`");
-        let col = self.expect(&args[3], &u32_ty, "the column of `tma_load`");
-        let bar = self.mbarrier("tma_load", &args[4]);
-        Ok(mk(
-            ir::ExprKind::Builtin(Builtin::TmaLoad, vec![dst, map, row?, col?, bar?]),
-            Type::Void,
-            span,
-        ))
+        let row = self.expect(&args[2], &u32_ty, &format!("the row of `{name}`"));
+        let col = self.expect(&args[3], &u32_ty, &format!("the column of `{name}`"));
+        let bar = self.mbarrier(name, &args[4]);
+        let mut operands = vec![dst, map, row?, col?, bar?];
+        let op = if multicast {
+            let ctas = self.expect(&args[5], &u32_ty, "the block mask of `tma_load_multicast`");
+            operands.push(ctas?);
+            Builtin::TmaLoadMulticast
+        } else {
+            Builtin::TmaLoad
+        };
+        Ok(mk(ir::ExprKind::Builtin(op, operands), Type::Void, span))
     }
 
     /// A group commit (`cp_async_commit()`, `tma_store_commit()`): no arguments, no value.

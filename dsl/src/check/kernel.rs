@@ -12,6 +12,8 @@ use crate::ir::{self, ConstValue, CtValue, Scalar, Type};
 
 /// Threads per block that every supported arch allows.
 const MAX_THREADS: u64 = 1024;
+/// Blocks per cluster that every cluster-capable GPU allows (more needs an opt-in at launch).
+const MAX_CLUSTER_BLOCKS: u64 = 8;
 
 pub fn root_kernels<'a>(ck: &Checker<'a>) -> impl Iterator<Item = &'a ast::KernelItem> {
     ck.loaded.files[0]
@@ -199,6 +201,7 @@ pub fn check_kernel(
     }
     let grid = grid(&mut cx, &k.grid);
     let block = block(&mut cx, &k.block);
+    let cluster = cluster(&mut cx, k.cluster.as_ref());
     let body = cx.body(&k.body);
     let tensor_maps = std::mem::take(&mut cx.tensor_maps);
     cx.ck.type_params.clear();
@@ -211,6 +214,7 @@ pub fn check_kernel(
             name: name.to_string(),
             kind: ir::FunctionKind::Kernel(ir::Launch {
                 block: block.ok()?,
+                cluster: cluster.ok()?,
                 grid: grid.ok()?,
                 specialization,
                 tensor_maps,
@@ -362,19 +366,21 @@ fn grid(cx: &mut FnCx<'_, '_>, dims: &ast::LaunchDims) -> Res<[ir::Expr; 3]> {
     out.try_into().map_err(|_| super::Reported)
 }
 
-fn block(cx: &mut FnCx<'_, '_>, dims: &ast::LaunchDims) -> Res<[u32; 3]> {
-    dims_count(cx, dims, "block")?;
+/// The constant dimensions of `block(...)` or `cluster(...)` (`what`), each positive.
+fn const_dims(cx: &mut FnCx<'_, '_>, dims: &ast::LaunchDims, what: &str) -> Res<[u32; 3]> {
+    dims_count(cx, dims, what)?;
     let mut out = [1u32; 3];
     let mut failed = false;
+    let dimension = format!("a {what} dimension");
     for (slot, d) in out.iter_mut().zip(&dims.dims) {
         let value = cx
-            .expect(d, &Type::Scalar(Scalar::U32), "a block dimension")
-            .and_then(|x| eval_or_report(cx.ck, &x, "a block dimension"));
+            .expect(d, &Type::Scalar(Scalar::U32), &dimension)
+            .and_then(|x| eval_or_report(cx.ck, &x, &dimension));
         match value {
             Ok(ConstValue::Int(v)) if v > 0 => *slot = v as u32,
             Ok(_) => {
                 cx.error(Diagnostic::error(
-                    "block dimensions must be positive",
+                    format!("{what} dimensions must be positive"),
                     d.span,
                 ));
                 failed = true;
@@ -385,6 +391,29 @@ fn block(cx: &mut FnCx<'_, '_>, dims: &ast::LaunchDims) -> Res<[u32; 3]> {
     if failed {
         return Err(super::Reported);
     }
+    Ok(out)
+}
+
+/// Blocks per cluster (`cluster(...)`, clusters of one block without it): at most the 8 a
+/// cluster may portably hold.
+fn cluster(cx: &mut FnCx<'_, '_>, dims: Option<&ast::LaunchDims>) -> Res<[u32; 3]> {
+    let Some(dims) = dims else {
+        return Ok([1; 3]);
+    };
+    let out = const_dims(cx, dims, "cluster")?;
+    let blocks: u64 = out.iter().map(|&v| u64::from(v)).product();
+    if blocks > MAX_CLUSTER_BLOCKS {
+        let d = Diagnostic::error(
+            format!("a cluster of {blocks} blocks is too large: at most {MAX_CLUSTER_BLOCKS} blocks per cluster"),
+            dims.span,
+        );
+        return Err(cx.error(d));
+    }
+    Ok(out)
+}
+
+fn block(cx: &mut FnCx<'_, '_>, dims: &ast::LaunchDims) -> Res<[u32; 3]> {
+    let out = const_dims(cx, dims, "block")?;
     let threads: u64 = out.iter().map(|&v| u64::from(v)).product();
     if threads > MAX_THREADS {
         let d = Diagnostic::error(

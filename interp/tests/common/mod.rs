@@ -206,6 +206,7 @@ impl Fb {
             name,
             FunctionKind::Kernel(Launch {
                 block,
+                cluster: [1, 1, 1],
                 grid,
                 specialization: vec![],
                 tensor_maps: vec![],
