@@ -52,6 +52,7 @@
 
 mod args;
 mod builtins;
+mod cluster;
 mod copy;
 mod error;
 mod eval;
@@ -141,8 +142,7 @@ impl<'m> Interpreter<'m> {
             self.module,
             self.sources,
             self.step_limit,
-            [1; 3],
-            [1; 3],
+            [[1; 3]; 3],
             Memory::new([], &[]),
         );
         let mut grid = [0; 3];
@@ -199,13 +199,19 @@ impl<'m> Interpreter<'m> {
         let names = f.params.iter().map(|p| f.vars[p.0 as usize].name.clone());
         let globals = names.zip(args.iter_mut().map(Arg::buffer_mut));
         let mem = Memory::new(globals, &f.shared);
-        let mut machine =
-            Machine::new(self.module, self.sources, self.step_limit, grid, block, mem);
+        let cluster = launch_of(f).cluster;
+        let mut machine = Machine::new(
+            self.module,
+            self.sources,
+            self.step_limit,
+            [grid, block, cluster],
+            mem,
+        );
         machine.encode_tensor_maps(f, &params)?;
-        for z in 0..grid[2] {
-            for y in 0..grid[1] {
-                for x in 0..grid[0] {
-                    machine.run_block(f, [x, y, z], &params)?;
+        for z in (0..grid[2]).step_by(cluster[2] as usize) {
+            for y in (0..grid[1]).step_by(cluster[1] as usize) {
+                for x in (0..grid[0]).step_by(cluster[0] as usize) {
+                    machine.run_cluster(f, [x, y, z], &params)?;
                 }
             }
         }
@@ -242,7 +248,8 @@ fn launch_of(f: &Function) -> &zinc_dsl::ir::Launch {
     }
 }
 
-/// Non-empty grid and block; the block within the kernel's launch bound (`.maxntid`).
+/// Non-empty grid and block; the block within the kernel's launch bound (`.maxntid`); the grid a
+/// whole number of clusters.
 fn check_launch(f: &Function, grid: [u32; 3], block: [u32; 3]) -> Result<(), InterpError> {
     let fail = |reason: String| {
         Err(InterpError::from(ErrorKind::Launch {
@@ -259,6 +266,12 @@ fn check_launch(f: &Function, grid: [u32; 3], block: [u32; 3]) -> Result<(), Int
         return fail(format!(
             "block {block:?} has {threads} threads; the kernel allows at most {}",
             bound.min(MAX_BLOCK_THREADS)
+        ));
+    }
+    let cluster = launch_of(f).cluster;
+    if (0..3).any(|a| !grid[a].is_multiple_of(cluster[a])) {
+        return fail(format!(
+            "grid {grid:?} is not a whole number of clusters of {cluster:?} blocks"
         ));
     }
     Ok(())
