@@ -7,7 +7,10 @@
 //! warp boundaries, with an `mbarrier_wait` on either side, runs its sides as independent roles
 //! (each in lock step), one at a time, switching when the running role waits for an mbarrier phase
 //! that has not completed, as the producer and consumer warps of a TMA ring run on the GPU (see the
-//! `roles` module). Besides computing results it catches what the GPU would silently get wrong:
+//! `roles` module). The blocks of a thread-block cluster (`cluster(...)`) run together in the same
+//! way, one cluster after another: each block is a role, and a block that waits for an mbarrier
+//! phase another block completes (a multicast copy, a remote arrival) or at `cluster_sync()` lets
+//! the others run (see the `cluster` module). Besides computing results it catches what the GPU would silently get wrong:
 //! out-of-bounds accesses, barriers in divergent code, warp operations by part of a warp, and
 //! shared-memory data races within one barrier interval. Shared memory starts each block filled
 //! with all-ones bytes (NaN in every float type), so reads of unwritten shared memory show.
@@ -30,7 +33,8 @@
 //!   unless both read or both are atomic, or mbarriers order them: a thread's accesses before
 //!   its arrival (`mbarrier_arrive`, `mbarrier_expect_tx`) are ordered before another thread's
 //!   accesses after its `mbarrier_wait` returns for the phase that arrival completed
-//!   (transitively). Global memory is not race-checked.
+//!   (transitively), in whichever block of the cluster either thread runs; `cluster_sync()` is a
+//!   barrier of every block of the cluster. Global memory is not race-checked.
 //! - a `tma_store` writes global memory when issued, reading its shared source then; the source
 //!   must hold the same bytes when the `tma_store_wait` that covers the store retires it, and a
 //!   thread may not exit with stores not retired.

@@ -344,7 +344,8 @@ pub(crate) struct TmaGuard {
 struct Clocks {
     threads: usize,
     /// Row `b`, column `a`: the latest epoch of thread `a` that thread `b` knows; every thread
-    /// starts at epoch 1 and knows no other. Empty until the block's first arrival.
+    /// starts at epoch 1 and knows no other. Empty until the cluster's first arrival (then a
+    /// square of the cluster's threads: 256 MiB for 8 blocks of 1024).
     known: Vec<u32>,
     /// Per mbarrier id: per thread, how many of its phases the thread has seen complete, by its
     /// own waits or through another thread's that it synchronized with.

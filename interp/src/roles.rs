@@ -5,9 +5,10 @@
 //!
 //! Each role is a machine of its own (frames, loop exits, wgmmas in flight) on an OS thread of
 //! its own, so that a role can stop in the middle of the recursive executor. One role runs at a
-//! time: it holds the baton, and with it the block's shared state ([`ClusterState`]: memory,
+//! time: it holds the baton, and with it the cluster's shared state ([`ClusterState`]: memory,
 //! mbarriers, exited threads, the step count), which moves between machines. A role gives the
-//! baton up only when it waits for an mbarrier phase that has not completed or when it is done;
+//! baton up only when it waits for an mbarrier phase that has not completed (or, as a block of
+//! a cluster, for the others at `cluster_sync()`) or when it is done;
 //! the next role to run is the next runnable one in a fixed order (then-sides before
 //! else-sides, nested roles in place of their parent), so every run interleaves the same way.
 //! When every role waits, the first one reports the deadlock. After both sides are done, the
