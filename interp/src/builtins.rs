@@ -113,7 +113,7 @@ impl<'m> Machine<'m, '_> {
             // What the async proxy's reads may see (`Memory::read_async_proxy`).
             Builtin::FenceProxyAsync => {
                 for t in mask.lanes() {
-                    self.mem.fence_proxy_async(t);
+                    self.mem.fence_proxy_async(self.cluster_thread(t));
                 }
                 Ok(vec![UNSET; self.threads])
             }
@@ -145,15 +145,10 @@ impl<'m> Machine<'m, '_> {
             Builtin::MbarrierWait => self.mbarrier_wait(&vals, mask, e),
             Builtin::TmaLoad => self.tma_load(&vals, mask, e),
             Builtin::TmaPrefetch => self.tma_prefetch(&vals, mask, e),
-            Builtin::TmaLoadMulticast
-            | Builtin::ClusterRank
-            | Builtin::ClusterSync
-            | Builtin::MbarrierArriveCluster => Err(self.error_at(
-                e.span,
-                ErrorKind::Unsupported {
-                    what: "clusters (the interpreter runs one block at a time)".into(),
-                },
-            )),
+            Builtin::TmaLoadMulticast => self.tma_load_multicast(&vals, mask, e),
+            Builtin::ClusterRank => self.map_lanes(mask, |_| Ok(Value::U32(self.rank as u32))),
+            Builtin::ClusterSync => self.cluster_sync(mask, e.span),
+            Builtin::MbarrierArriveCluster => self.mbarrier_arrive_cluster(&vals, mask, e),
             Builtin::TmaStore(op) => self.tma_store(op, &vals, mask, e),
             Builtin::TmaStoreCommit => Ok(self.tma_store_commit(mask)),
             // The writes landed at issue; what is left to check is each retired store's source.

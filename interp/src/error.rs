@@ -168,7 +168,7 @@ pub enum ErrorKind {
         write: RaceAccess,
     },
     /// Located at the wait.
-    #[error("`mbarrier_wait` by {thread} on mbarrier `{array}` byte {offset} for its phase of parity {parity}, which has not completed ({arrivals} arrivals and {tx_bytes} transaction bytes outstanding); no other thread of the block can run to complete it (lock step, or every role waits), so it never will")]
+    #[error("`mbarrier_wait` by {thread} on mbarrier `{array}` byte {offset} for its phase of parity {parity}, which has not completed ({arrivals} arrivals and {tx_bytes} transaction bytes outstanding); no other thread of the block or its cluster can run to complete it (lock step, or every role waits), so it never will")]
     MbarrierDeadlock {
         thread: ThreadId,
         array: String,
@@ -176,6 +176,14 @@ pub enum ErrorKind {
         parity: u32,
         arrivals: u32,
         tx_bytes: i64,
+    },
+    /// A cluster operation naming a block that is not there: a rank or mask bit past the
+    /// cluster, or a block that has exited.
+    #[error("{op} by {thread}: {what}")]
+    Cluster {
+        op: &'static str,
+        thread: ThreadId,
+        what: String,
     },
     #[error("{op} by {thread} on mbarrier `{array}` byte {offset}: {what}")]
     Mbarrier {

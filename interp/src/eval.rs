@@ -248,7 +248,7 @@ impl<'m> Machine<'m, '_> {
 
     pub(crate) fn touch(&self, t: usize, span: Span) -> Touch<'m> {
         Touch {
-            thread: t as u32,
+            thread: self.cluster_thread(t) as u32,
             site: self.site(span),
         }
     }
@@ -313,7 +313,7 @@ impl<'m> Machine<'m, '_> {
                 tma,
             } => {
                 let issued = RaceAccess {
-                    thread: self.thread_id(issued.thread as usize),
+                    thread: self.cluster_thread_id(issued.thread),
                     access: Access::Write,
                     at: Location::new(issued.site, self.sources),
                 };
@@ -349,7 +349,7 @@ impl<'m> Machine<'m, '_> {
                     array,
                     index,
                     write: RaceAccess {
-                        thread: self.thread_id(write.thread as usize),
+                        thread: self.cluster_thread_id(write.thread),
                         access: Access::Write,
                         at: Location::new(write.site, self.sources),
                     },
@@ -369,7 +369,7 @@ impl<'m> Machine<'m, '_> {
                     thread: self.thread_id(t),
                     access: kind,
                     earlier: RaceAccess {
-                        thread: self.thread_id(earlier.thread as usize),
+                        thread: self.cluster_thread_id(earlier.thread),
                         access: earlier_kind,
                         at: Location::new(earlier.site, self.sources),
                     },

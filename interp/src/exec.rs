@@ -13,6 +13,7 @@ use zinc_dsl::ir::{
     flat_index, BinOp, Block, Expr, ExprKind, FuncId, Function, Module, Stmt, StmtKind, Type, VarId,
 };
 
+use crate::cluster::ClusterSync;
 use crate::copy::Copies;
 use crate::error::{ErrorKind, InterpError, Location, ThreadId};
 use crate::memory::{Access, Memory, Site};
@@ -32,7 +33,7 @@ pub(crate) const UNSET: Value = Value::Bool(false);
 const MAX_CALL_DEPTH: usize = 64;
 
 /// Which threads of the block take part in the current statement.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Mask(Vec<bool>);
 
 impl Mask {
@@ -190,14 +191,18 @@ enum LoopKind<'m> {
     },
 }
 
-/// The machine running one launch, a block at a time.
+/// The machine running one launch, a block (or a cluster's blocks together) at a time.
 pub(crate) struct Machine<'m, 'a> {
     pub module: &'m Module,
     pub sources: Option<&'m SourceMap>,
     pub grid: [u32; 3],
     pub dim: [u32; 3],
+    /// Blocks per cluster (x, y, z).
+    pub cluster: [u32; 3],
     /// The running block's index.
     pub block: [u32; 3],
+    /// The running block's rank in its cluster.
+    pub rank: usize,
     /// Threads per block.
     pub threads: usize,
     pub mem: Memory<'m, 'a>,
@@ -218,18 +223,45 @@ pub(crate) struct Machine<'m, 'a> {
     step_limit: u64,
     /// The `if`s that run as roles when they split warps (`roles::waiting_ifs`).
     waiting_ifs: Arc<HashSet<usize>>,
-    /// The role this machine runs; None for the block's lock-step machine.
+    /// The role this machine runs; None for the lock-step machine of a block that runs alone.
+    /// The blocks of a cluster run as roles of one schedule.
     pub role: Option<Seat<'m, 'a>>,
+    /// By rank, the parts of the cluster's other blocks; this block's slot is empty while its
+    /// parts are in the fields above.
+    pub peers: Vec<BlockParts<'m>>,
+    /// Where the cluster's blocks stand at `cluster_sync()`.
+    pub cluster_sync: ClusterSync,
 }
 
-/// What all threads of a block share, whichever role runs: it moves into the machine of the
-/// role that runs.
-pub(crate) struct BlockState<'m, 'a> {
-    mem: Memory<'m, 'a>,
+/// What all threads of a block share besides shared memory (which [`Memory`] holds for every
+/// block of the cluster).
+#[derive(Default)]
+pub(crate) struct BlockParts<'m> {
     exited: Mask,
     copies: Vec<Copies<'m>>,
     tma_stores: Vec<BulkStores<'m>>,
     pub mbarriers: Mbarriers,
+}
+
+impl BlockParts<'_> {
+    /// A block of `threads` threads starting: none exited, nothing in flight.
+    fn new(threads: usize) -> Self {
+        BlockParts {
+            exited: Mask::empty(threads),
+            copies: (0..threads).map(|_| Copies::default()).collect(),
+            tma_stores: (0..threads).map(|_| BulkStores::default()).collect(),
+            mbarriers: Mbarriers::default(),
+        }
+    }
+}
+
+/// What all threads of a cluster share, whichever role of whichever block runs: it moves into
+/// the machine of the role that runs.
+pub(crate) struct ClusterState<'m, 'a> {
+    mem: Memory<'m, 'a>,
+    /// By rank.
+    pub blocks: Vec<BlockParts<'m>>,
+    pub cluster_sync: ClusterSync,
     tensor_maps: Vec<EncodedMap>,
     steps: u64,
 }
@@ -239,8 +271,7 @@ impl<'m, 'a> Machine<'m, 'a> {
         module: &'m Module,
         sources: Option<&'m SourceMap>,
         step_limit: u64,
-        grid: [u32; 3],
-        dim: [u32; 3],
+        [grid, dim, cluster]: [[u32; 3]; 3],
         mem: Memory<'m, 'a>,
     ) -> Machine<'m, 'a> {
         let threads = dim.iter().map(|&d| d as usize).product();
@@ -249,7 +280,9 @@ impl<'m, 'a> Machine<'m, 'a> {
             sources,
             grid,
             dim,
+            cluster,
             block: [0; 3],
+            rank: 0,
             threads,
             mem,
             exited: Mask::empty(threads),
@@ -263,6 +296,8 @@ impl<'m, 'a> Machine<'m, 'a> {
             step_limit,
             waiting_ifs: Arc::new(waiting_ifs(module)),
             role: None,
+            peers: Vec::new(),
+            cluster_sync: ClusterSync::default(),
         }
     }
 
@@ -274,7 +309,9 @@ impl<'m, 'a> Machine<'m, 'a> {
             sources: self.sources,
             grid: self.grid,
             dim: self.dim,
+            cluster: self.cluster,
             block: self.block,
+            rank: self.rank,
             threads: self.threads,
             mem: Memory::new([], &[]),
             exited: Mask::empty(0),
@@ -288,28 +325,48 @@ impl<'m, 'a> Machine<'m, 'a> {
             step_limit: self.step_limit,
             waiting_ifs: self.waiting_ifs.clone(),
             role: Some(seat),
+            peers: Vec::new(),
+            cluster_sync: ClusterSync::default(),
         }
     }
 
-    /// Move the block's shared state out (to the role that runs next).
-    pub(crate) fn take_block_state(&mut self) -> BlockState<'m, 'a> {
-        BlockState {
+    /// Move the cluster's shared state out (to the role that runs next).
+    pub(crate) fn take_block_state(&mut self) -> ClusterState<'m, 'a> {
+        let mut blocks = std::mem::take(&mut self.peers);
+        // None when the machine holds no state (a role stopped because its cluster failed).
+        if let Some(slot) = blocks.get_mut(self.rank) {
+            *slot = BlockParts {
+                exited: std::mem::take(&mut self.exited),
+                copies: std::mem::take(&mut self.copies),
+                tma_stores: std::mem::take(&mut self.tma_stores),
+                mbarriers: std::mem::take(&mut self.mbarriers),
+            };
+        }
+        ClusterState {
             mem: std::mem::replace(&mut self.mem, Memory::new([], &[])),
-            exited: std::mem::replace(&mut self.exited, Mask::empty(0)),
-            copies: std::mem::take(&mut self.copies),
-            tma_stores: std::mem::take(&mut self.tma_stores),
-            mbarriers: std::mem::take(&mut self.mbarriers),
+            blocks,
+            cluster_sync: std::mem::take(&mut self.cluster_sync),
             tensor_maps: std::mem::take(&mut self.tensor_maps),
             steps: self.steps,
         }
     }
 
-    pub(crate) fn put_block_state(&mut self, state: BlockState<'m, 'a>) {
+    /// Move the running block's parts from its slot in `peers` into the machine.
+    fn take_own_parts(&mut self) {
+        let own = std::mem::take(&mut self.peers[self.rank]);
+        self.exited = own.exited;
+        self.copies = own.copies;
+        self.tma_stores = own.tma_stores;
+        self.mbarriers = own.mbarriers;
+    }
+
+    /// Take the cluster's shared state in, as a machine of the block of rank `self.rank`.
+    pub(crate) fn put_block_state(&mut self, state: ClusterState<'m, 'a>) {
         self.mem = state.mem;
-        self.exited = state.exited;
-        self.copies = state.copies;
-        self.tma_stores = state.tma_stores;
-        self.mbarriers = state.mbarriers;
+        self.mem.enter_block(self.rank);
+        self.peers = state.blocks;
+        self.take_own_parts();
+        self.cluster_sync = state.cluster_sync;
         self.tensor_maps = state.tensor_maps;
         self.steps = state.steps;
     }
@@ -361,21 +418,39 @@ impl<'m, 'a> Machine<'m, 'a> {
         fell_through
     }
 
-    /// Run the kernel for one block; `params` holds one value per parameter, the same for
+    /// Run the kernel for the cluster whose first block is `first`: alone if it is one block,
+    /// else its blocks together (`roles`); `params` holds one value per parameter, the same for
     /// every thread.
-    pub fn run_block(
+    pub fn run_cluster(
         &mut self,
         kernel: &'m Function,
-        block: [u32; 3],
+        first: [u32; 3],
         params: &[Value],
     ) -> Result<()> {
-        self.block = block;
-        self.exited = Mask::empty(self.threads);
-        self.copies = (0..self.threads).map(|_| Copies::default()).collect();
-        self.tma_stores = (0..self.threads).map(|_| BulkStores::default()).collect();
+        let blocks = self.cluster.iter().map(|&d| d as usize).product();
+        self.mem.start_cluster(blocks, self.threads);
+        self.peers = (0..blocks).map(|_| BlockParts::new(self.threads)).collect();
+        self.cluster_sync = ClusterSync::new(blocks);
+        self.rank = 0;
+        self.block = first;
+        self.take_own_parts();
+        if blocks > 1 {
+            return self.run_blocks_together(kernel, first, params);
+        }
+        self.run_block(kernel, params)
+    }
+
+    /// The index of the block of rank `rank` in the cluster whose first block is `first`.
+    pub fn block_of_rank(&self, first: [u32; 3], rank: usize) -> [u32; 3] {
+        let [cx, cy, _] = self.cluster;
+        let rank = rank as u32;
+        let offset = [rank % cx, rank / cx % cy, rank / (cx * cy)];
+        [0, 1, 2].map(|a| first[a] + offset[a])
+    }
+
+    /// Run the kernel for the block `self.block` of rank `self.rank`, its state in place.
+    pub(crate) fn run_block(&mut self, kernel: &'m Function, params: &[Value]) -> Result<()> {
         self.wgmma = WgmmaInFlight::default();
-        self.mbarriers = Mbarriers::default();
-        self.mem.start_block(self.threads);
         let mut frame = Frame::new(kernel, self.threads);
         for (p, v) in kernel.params.iter().zip(params) {
             frame.vars[p.0 as usize] = vec![*v; self.threads];
@@ -518,6 +593,23 @@ impl<'m, 'a> Machine<'m, 'a> {
     pub fn thread_id(&self, t: usize) -> ThreadId {
         ThreadId {
             block: self.block,
+            thread: self.thread_xyz(t),
+        }
+    }
+
+    /// Thread `t` of the running block, numbered in the cluster (as memory's clocks know it).
+    pub fn cluster_thread(&self, t: usize) -> usize {
+        self.rank * self.threads + t
+    }
+
+    /// The thread numbered `thread` in the running cluster.
+    pub fn cluster_thread_id(&self, thread: u32) -> ThreadId {
+        let (rank, t) = (
+            thread as usize / self.threads,
+            thread as usize % self.threads,
+        );
+        ThreadId {
+            block: self.block_of_rank(self.cluster_first(), rank),
             thread: self.thread_xyz(t),
         }
     }
@@ -789,6 +881,13 @@ impl<'m, 'a> Machine<'m, 'a> {
 
     /// `bar.sync`: every thread that has not exited must be here.
     pub fn barrier(&mut self, active: &Mask, span: Span) -> Result<()> {
+        self.check_all_arrived(active, span)?;
+        self.mem.barrier();
+        Ok(())
+    }
+
+    /// A block-wide barrier's check: every thread of the block that has not exited is active.
+    pub fn check_all_arrived(&self, active: &Mask, span: Span) -> Result<()> {
         let live = (0..self.threads).filter(|&t| !self.exited.get(t));
         let missing = live.clone().find(|&t| !active.get(t));
         if let Some(t) = missing {
@@ -802,7 +901,6 @@ impl<'m, 'a> Machine<'m, 'a> {
                 },
             ));
         }
-        self.mem.barrier();
         Ok(())
     }
 

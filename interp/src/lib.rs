@@ -7,7 +7,10 @@
 //! warp boundaries, with an `mbarrier_wait` on either side, runs its sides as independent roles
 //! (each in lock step), one at a time, switching when the running role waits for an mbarrier phase
 //! that has not completed, as the producer and consumer warps of a TMA ring run on the GPU (see the
-//! `roles` module). Besides computing results it catches what the GPU would silently get wrong:
+//! `roles` module). The blocks of a thread-block cluster (`cluster(...)`) run together in the same
+//! way, one cluster after another: each block is a role, and a block that waits for an mbarrier
+//! phase another block completes (a multicast copy, a remote arrival) or at `cluster_sync()` lets
+//! the others run (see the `cluster` module). Besides computing results it catches what the GPU would silently get wrong:
 //! out-of-bounds accesses, barriers in divergent code, warp operations by part of a warp, and
 //! shared-memory data races within one barrier interval. Shared memory starts each block filled
 //! with all-ones bytes (NaN in every float type), so reads of unwritten shared memory show.
@@ -30,7 +33,8 @@
 //!   unless both read or both are atomic, or mbarriers order them: a thread's accesses before
 //!   its arrival (`mbarrier_arrive`, `mbarrier_expect_tx`) are ordered before another thread's
 //!   accesses after its `mbarrier_wait` returns for the phase that arrival completed
-//!   (transitively). Global memory is not race-checked.
+//!   (transitively), in whichever block of the cluster either thread runs; `cluster_sync()` is a
+//!   barrier of every block of the cluster. Global memory is not race-checked.
 //! - a `tma_store` writes global memory when issued, reading its shared source then; the source
 //!   must hold the same bytes when the `tma_store_wait` that covers the store retires it, and a
 //!   thread may not exit with stores not retired.
@@ -52,6 +56,7 @@
 
 mod args;
 mod builtins;
+mod cluster;
 mod copy;
 mod error;
 mod eval;
@@ -141,8 +146,7 @@ impl<'m> Interpreter<'m> {
             self.module,
             self.sources,
             self.step_limit,
-            [1; 3],
-            [1; 3],
+            [[1; 3]; 3],
             Memory::new([], &[]),
         );
         let mut grid = [0; 3];
@@ -199,13 +203,19 @@ impl<'m> Interpreter<'m> {
         let names = f.params.iter().map(|p| f.vars[p.0 as usize].name.clone());
         let globals = names.zip(args.iter_mut().map(Arg::buffer_mut));
         let mem = Memory::new(globals, &f.shared);
-        let mut machine =
-            Machine::new(self.module, self.sources, self.step_limit, grid, block, mem);
+        let cluster = launch_of(f).cluster;
+        let mut machine = Machine::new(
+            self.module,
+            self.sources,
+            self.step_limit,
+            [grid, block, cluster],
+            mem,
+        );
         machine.encode_tensor_maps(f, &params)?;
-        for z in 0..grid[2] {
-            for y in 0..grid[1] {
-                for x in 0..grid[0] {
-                    machine.run_block(f, [x, y, z], &params)?;
+        for z in (0..grid[2]).step_by(cluster[2] as usize) {
+            for y in (0..grid[1]).step_by(cluster[1] as usize) {
+                for x in (0..grid[0]).step_by(cluster[0] as usize) {
+                    machine.run_cluster(f, [x, y, z], &params)?;
                 }
             }
         }
@@ -242,7 +252,8 @@ fn launch_of(f: &Function) -> &zinc_dsl::ir::Launch {
     }
 }
 
-/// Non-empty grid and block; the block within the kernel's launch bound (`.maxntid`).
+/// Non-empty grid and block; the block within the kernel's launch bound (`.maxntid`); the grid a
+/// whole number of clusters.
 fn check_launch(f: &Function, grid: [u32; 3], block: [u32; 3]) -> Result<(), InterpError> {
     let fail = |reason: String| {
         Err(InterpError::from(ErrorKind::Launch {
@@ -259,6 +270,12 @@ fn check_launch(f: &Function, grid: [u32; 3], block: [u32; 3]) -> Result<(), Int
         return fail(format!(
             "block {block:?} has {threads} threads; the kernel allows at most {}",
             bound.min(MAX_BLOCK_THREADS)
+        ));
+    }
+    let cluster = launch_of(f).cluster;
+    if (0..3).any(|a| !grid[a].is_multiple_of(cluster[a])) {
+        return fail(format!(
+            "grid {grid:?} is not a whole number of clusters of {cluster:?} blocks"
         ));
     }
     Ok(())

@@ -317,6 +317,7 @@ struct ByteLog<'m> {
     seen: [Touches<'m>; 3],
 }
 
+#[derive(Clone)]
 struct SharedLayout {
     name: String,
     base: usize,
@@ -343,13 +344,16 @@ pub(crate) struct TmaGuard {
 struct Clocks {
     threads: usize,
     /// Row `b`, column `a`: the latest epoch of thread `a` that thread `b` knows; every thread
-    /// starts at epoch 1 and knows no other. Empty until the block's first arrival.
+    /// starts at epoch 1 and knows no other. Empty until the cluster's first arrival (then a
+    /// square of the cluster's threads: 256 MiB for 8 blocks of 1024).
     known: Vec<u32>,
     /// Per mbarrier id: per thread, how many of its phases the thread has seen complete, by its
     /// own waits or through another thread's that it synchronized with.
     observed: HashMap<u32, Vec<u32>>,
     /// Per mbarrier id: what its arrivals released.
     phases: HashMap<u32, PhaseClocks>,
+    /// Mbarrier ids handed out so far in the cluster.
+    barrier_ids: u32,
 }
 
 /// What arrivals on an mbarrier released: the arriving threads' clocks and observed phases.
@@ -375,6 +379,7 @@ impl Clocks {
             known: Vec::new(),
             observed: HashMap::new(),
             phases: HashMap::new(),
+            barrier_ids: 0,
         }
     }
 
@@ -383,6 +388,7 @@ impl Clocks {
         self.known.clear();
         self.observed.clear();
         self.phases.clear();
+        self.barrier_ids = 0;
     }
 
     fn epoch(&self, thread: u32) -> u32 {
@@ -503,7 +509,7 @@ enum LastWrite<'m> {
 /// A thread's `fence_proxy_async()`s: how many it executed before the last block barrier (which
 /// orders them before every access after it), and the epoch of each since (for the mbarriers'
 /// ordering, [`Clocks`]).
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct ProxyFences {
     before_barrier: u32,
     since_barrier: Vec<u32>,
@@ -517,6 +523,7 @@ impl ProxyFences {
 
 /// One block's shared memory, laid out as code generation does (declaration order, each array
 /// at its alignment).
+#[derive(Clone)]
 struct Shared<'m> {
     arrays: Vec<SharedLayout>,
     bytes: Vec<u8>,
@@ -525,7 +532,6 @@ struct Shared<'m> {
     last_writes: Vec<LastWrite<'m>>,
     /// Per thread: its `fence_proxy_async()`s.
     proxy_fences: Vec<ProxyFences>,
-    clocks: Clocks,
     /// Barrier intervals are numbered; a log from an older interval counts as empty.
     interval: u32,
 }
@@ -553,7 +559,6 @@ impl<'m> Shared<'m> {
             logs: vec![ByteLog::default(); end],
             last_writes: vec![LastWrite::Nothing; end],
             proxy_fences: Vec::new(),
-            clocks: Clocks::new(),
             interval: 0,
         }
     }
@@ -563,7 +568,6 @@ impl<'m> Shared<'m> {
         self.last_writes.fill(LastWrite::Nothing);
         self.proxy_fences.clear();
         self.proxy_fences.resize_with(threads, ProxyFences::default);
-        self.clocks.reset(threads);
         self.new_interval();
     }
 
@@ -579,6 +583,7 @@ impl<'m> Shared<'m> {
     /// Fails if an asynchronous copy the accessing thread may not see yet writes `byte`.
     fn check_pending(
         &self,
+        clocks: &Clocks,
         array: usize,
         byte: usize,
         who: Touch<'m>,
@@ -587,9 +592,7 @@ impl<'m> Shared<'m> {
         let layout = &self.arrays[array];
         let (issued, tma) = match self.last_writes[layout.base + byte] {
             LastWrite::Copy(issued) => (issued, false),
-            LastWrite::Tma { issued, guard } if !self.clocks.sees(guard, who.thread) => {
-                (issued, true)
-            }
+            LastWrite::Tma { issued, guard } if !clocks.sees(guard, who.thread) => (issued, true),
             _ => return Ok(()),
         };
         Err(Fault::InFlight {
@@ -606,6 +609,7 @@ impl<'m> Shared<'m> {
     /// before the read.
     fn check_fenced(
         &self,
+        clocks: &Clocks,
         array: usize,
         range: std::ops::Range<usize>,
         reader: u32,
@@ -624,7 +628,7 @@ impl<'m> Shared<'m> {
                 Some(since) => writer
                     .since_barrier
                     .get(since as usize)
-                    .is_some_and(|&epoch| self.clocks.knows(reader, who.thread, epoch)),
+                    .is_some_and(|&epoch| clocks.knows(reader, who.thread, epoch)),
             };
             if !fenced {
                 return Err(Fault::Unfenced {
@@ -643,6 +647,7 @@ impl<'m> Shared<'m> {
     /// when `record`.
     fn check_race(
         &mut self,
+        clocks: &Clocks,
         array: usize,
         byte: usize,
         who: Touch<'m>,
@@ -652,7 +657,6 @@ impl<'m> Shared<'m> {
         let Shared {
             arrays,
             logs,
-            clocks,
             interval,
             ..
         } = self;
@@ -688,6 +692,7 @@ impl<'m> Shared<'m> {
     /// in the same barrier interval.
     fn track(
         &mut self,
+        clocks: &Clocks,
         array: usize,
         start: usize,
         len: usize,
@@ -700,8 +705,8 @@ impl<'m> Shared<'m> {
             fences: self.proxy_fences[who.thread as usize].count(),
         });
         for byte in start..start + len {
-            self.check_pending(array, byte, who, kind)?;
-            self.check_race(array, byte, who, kind, true)?;
+            self.check_pending(clocks, array, byte, who, kind)?;
+            self.check_race(clocks, array, byte, who, kind, true)?;
             // A thread that may read a landed TMA byte may also overwrite it; after that the
             // byte is an ordinary one.
             if let Some(stored) = stored {
@@ -718,12 +723,19 @@ struct Global<'a> {
     buf: &'a mut Buffer,
 }
 
-/// Everything a launch can address: the bound global buffers and the running block's shared
-/// memory.
+/// Everything a launch can address: the bound global buffers and the shared memory of the
+/// running cluster's blocks. Threads are numbered across the cluster (block rank times threads
+/// per block, plus the thread's index), so that the clocks order accesses through mbarriers of
+/// any block of the cluster.
 pub(crate) struct Memory<'m, 'a> {
     /// By kernel parameter index; None for scalar parameters.
     globals: Vec<Option<Global<'a>>>,
-    shared: Shared<'m>,
+    /// By block rank in the cluster.
+    blocks: Vec<Shared<'m>>,
+    /// The rank of the block whose shared memory accesses address.
+    running: usize,
+    threads_per_block: usize,
+    clocks: Clocks,
 }
 
 impl<'m, 'a> Memory<'m, 'a> {
@@ -737,21 +749,62 @@ impl<'m, 'a> Memory<'m, 'a> {
                 .into_iter()
                 .map(|(name, buf)| buf.map(|buf| Global { name, buf }))
                 .collect(),
-            shared: Shared::new(shared),
+            blocks: vec![Shared::new(shared)],
+            running: 0,
+            threads_per_block: 0,
+            clocks: Clocks::new(),
         }
     }
 
-    /// Start a new block of `threads` threads: poisoned shared memory, no accesses logged.
-    pub fn start_block(&mut self, threads: usize) {
-        self.shared.reset(threads);
+    /// Start a new cluster of `blocks` blocks of `threads` threads: poisoned shared memory, no
+    /// accesses logged, block 0 running.
+    pub fn start_cluster(&mut self, blocks: usize, threads: usize) {
+        self.blocks.truncate(1);
+        let first = self.blocks[0].clone();
+        self.blocks.resize(blocks, first);
+        for shared in &mut self.blocks {
+            shared.reset(blocks * threads);
+        }
+        self.clocks.reset(blocks * threads);
+        self.threads_per_block = threads;
+        self.running = 0;
     }
 
-    /// A barrier: accesses before it can no longer race with accesses after it, and an mbarrier
-    /// phase one thread has waited for is seen by all (the barrier orders the wait before
-    /// everything after it).
+    /// Accesses address the shared memory of the block of rank `rank` from now on.
+    pub fn enter_block(&mut self, rank: usize) {
+        self.running = rank;
+    }
+
+    fn shared(&self) -> &Shared<'m> {
+        &self.blocks[self.running]
+    }
+
+    /// The running block's shared memory, and the clocks to check accesses with.
+    fn shared_mut(&mut self) -> (&mut Shared<'m>, &Clocks) {
+        (&mut self.blocks[self.running], &self.clocks)
+    }
+
+    /// A block barrier: accesses before it can no longer race with accesses after it, and an
+    /// mbarrier phase one of the block's threads has waited for is seen by all of them (the
+    /// barrier orders the wait before everything after it).
     pub fn barrier(&mut self) {
-        self.shared.new_interval();
-        for seen in self.shared.clocks.observed.values_mut() {
+        self.blocks[self.running].new_interval();
+        let block =
+            self.running * self.threads_per_block..(self.running + 1) * self.threads_per_block;
+        for seen in self.clocks.observed.values_mut() {
+            let seen = &mut seen[block.clone()];
+            let latest = seen.iter().copied().max().unwrap_or(0);
+            seen.fill(latest);
+        }
+    }
+
+    /// `cluster_sync()`: a barrier of every block of the cluster at once, which orders every
+    /// thread's accesses and waits before every other's after it.
+    pub fn cluster_barrier(&mut self) {
+        for shared in &mut self.blocks {
+            shared.new_interval();
+        }
+        for seen in self.clocks.observed.values_mut() {
             let latest = seen.iter().copied().max().unwrap_or(0);
             seen.fill(latest);
         }
@@ -772,7 +825,7 @@ impl<'m, 'a> Memory<'m, 'a> {
                 (&g.name, g.buf.bytes.len())
             }
             Region::Shared(i) => {
-                let a = &self.shared.arrays[i];
+                let a = &self.shared().arrays[i];
                 (&a.name, a.bytes)
             }
         };
@@ -798,8 +851,9 @@ impl<'m, 'a> Memory<'m, 'a> {
                 &mut g.buf.bytes[range]
             }
             Region::Shared(i) => {
-                let base = self.shared.arrays[i].base;
-                &mut self.shared.bytes[base + range.start..base + range.end]
+                let shared = &mut self.blocks[self.running];
+                let base = shared.arrays[i].base;
+                &mut shared.bytes[base + range.start..base + range.end]
             }
         }
     }
@@ -813,8 +867,8 @@ impl<'m, 'a> Memory<'m, 'a> {
     ) -> Result<&mut [u8], Fault<'m>> {
         let range = self.locate(ptr, size, kind)?;
         if let Region::Shared(array) = ptr.region {
-            self.shared
-                .track(array, range.start, range.len(), who, kind)?;
+            let (shared, clocks) = self.shared_mut();
+            shared.track(clocks, array, range.start, range.len(), who, kind)?;
         }
         Ok(self.bytes_mut(ptr.region, range))
     }
@@ -855,18 +909,19 @@ impl<'m, 'a> Memory<'m, 'a> {
         let Region::Shared(array) = ptr.region else {
             unreachable!("the async proxy reads shared memory")
         };
-        self.shared
-            .track(array, range.start, len, who, Access::Read)?;
-        self.shared
-            .check_fenced(array, range.clone(), who.thread, op)?;
+        let (shared, clocks) = self.shared_mut();
+        shared.track(clocks, array, range.start, len, who, Access::Read)?;
+        shared.check_fenced(clocks, array, range.clone(), who.thread, op)?;
         Ok(self.bytes_mut(ptr.region, range).to_vec())
     }
 
-    /// `thread` executes `fence_proxy_async()`: its stores so far become visible to the async
-    /// proxy's reads that the fence is ordered before.
+    /// `thread` (numbered in the cluster) executes `fence_proxy_async()`: its stores so far
+    /// become visible to the async proxy's reads that the fence is ordered before.
     pub fn fence_proxy_async(&mut self, thread: usize) {
-        let epoch = self.shared.clocks.epoch(thread as u32);
-        self.shared.proxy_fences[thread].since_barrier.push(epoch);
+        let epoch = self.clocks.epoch(thread as u32);
+        self.blocks[self.running].proxy_fences[thread]
+            .since_barrier
+            .push(epoch);
     }
 
     /// A write of raw bytes (a landing cp.async, a TMA store's row).
@@ -900,10 +955,10 @@ impl<'m, 'a> Memory<'m, 'a> {
         let Region::Shared(array) = dst.region else {
             unreachable!("cp_async writes shared memory")
         };
-        self.shared
-            .track(array, range.start, len, who, Access::Write)?;
-        let base = self.shared.arrays[array].base;
-        self.shared.last_writes[base + range.start..base + range.end].fill(LastWrite::Copy(who));
+        let (shared, clocks) = self.shared_mut();
+        shared.track(clocks, array, range.start, len, who, Access::Write)?;
+        let base = shared.arrays[array].base;
+        shared.last_writes[base + range.start..base + range.end].fill(LastWrite::Copy(who));
         Ok(())
     }
 
@@ -923,10 +978,10 @@ impl<'m, 'a> Memory<'m, 'a> {
         let Region::Shared(array) = dst.region else {
             unreachable!("tma_load writes shared memory")
         };
-        let shared = &mut self.shared;
+        let (shared, clocks) = self.shared_mut();
         for byte in range.clone() {
-            shared.check_pending(array, byte, who, Access::Write)?;
-            shared.check_race(array, byte, who, Access::Write, false)?;
+            shared.check_pending(clocks, array, byte, who, Access::Write)?;
+            shared.check_race(clocks, array, byte, who, Access::Write, false)?;
         }
         let base = shared.arrays[array].base;
         let landing = LastWrite::Tma { issued: who, guard };
@@ -942,21 +997,29 @@ impl<'m, 'a> Memory<'m, 'a> {
         Ok(())
     }
 
-    /// `thread` arrives on mbarrier `barrier` (an `mbarrier_arrive` or `mbarrier_expect_tx`):
-    /// its accesses so far are ordered before those of the threads that wait for the phase.
+    /// `thread` (numbered in the cluster) arrives on mbarrier `barrier` (an `mbarrier_arrive`,
+    /// `mbarrier_expect_tx` or `mbarrier_arrive_cluster`): its accesses so far are ordered
+    /// before those of the threads that wait for the phase.
     pub fn arrive(&mut self, barrier: u32, thread: usize) {
-        self.shared.clocks.arrive(barrier, thread);
+        self.clocks.arrive(barrier, thread);
+    }
+
+    /// An id for an mbarrier being initialized, unique in the cluster: the phases of a
+    /// re-initialized barrier are not confused with the old ones.
+    pub fn fresh_barrier_id(&mut self) -> u32 {
+        self.clocks.barrier_ids += 1;
+        self.clocks.barrier_ids
     }
 
     /// A phase of mbarrier `barrier` completed.
     pub fn complete_phase(&mut self, barrier: u32) {
-        self.shared.clocks.complete(barrier);
+        self.clocks.complete(barrier);
     }
 
-    /// `thread`'s wait on mbarrier `barrier` returned, `phases` of its phases having completed:
-    /// it sees their copies and what the arrivals released.
+    /// `thread`'s (numbered in the cluster) wait on mbarrier `barrier` returned, `phases` of its
+    /// phases having completed: it sees their copies and what the arrivals released.
     pub fn observe(&mut self, barrier: u32, thread: usize, phases: u32) {
-        self.shared.clocks.acquire(barrier, thread, phases);
+        self.clocks.acquire(barrier, thread, phases);
     }
 
     /// Complete a `cp_async` started by [`Memory::start_copy`]: its bytes land, as a write by
@@ -970,8 +1033,9 @@ impl<'m, 'a> Memory<'m, 'a> {
         let range = self.locate(dst, data.len(), Access::Write)?;
         // No longer in flight: the write below records the landing.
         if let Region::Shared(array) = dst.region {
-            let base = self.shared.arrays[array].base;
-            self.shared.last_writes[base + range.start..base + range.end].fill(LastWrite::Nothing);
+            let shared = &mut self.blocks[self.running];
+            let base = shared.arrays[array].base;
+            shared.last_writes[base + range.start..base + range.end].fill(LastWrite::Nothing);
         }
         self.write(dst, data, who)
     }

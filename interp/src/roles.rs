@@ -5,9 +5,10 @@
 //!
 //! Each role is a machine of its own (frames, loop exits, wgmmas in flight) on an OS thread of
 //! its own, so that a role can stop in the middle of the recursive executor. One role runs at a
-//! time: it holds the baton, and with it the block's shared state ([`BlockState`]: memory,
+//! time: it holds the baton, and with it the cluster's shared state ([`ClusterState`]: memory,
 //! mbarriers, exited threads, the step count), which moves between machines. A role gives the
-//! baton up only when it waits for an mbarrier phase that has not completed or when it is done;
+//! baton up only when it waits for an mbarrier phase that has not completed (or, as a block of
+//! a cluster, for the others at `cluster_sync()`) or when it is done;
 //! the next role to run is the next runnable one in a fixed order (then-sides before
 //! else-sides, nested roles in place of their parent), so every run interleaves the same way.
 //! When every role waits, the first one reports the deadlock. After both sides are done, the
@@ -22,8 +23,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use zinc_dsl::ir::{Block, Builtin, Expr, ExprKind, Module, Stmt, StmtKind, VarId};
 
 use crate::error::{ErrorKind, InterpError};
-use crate::exec::{BlockState, Machine, Mask, Result};
+use zinc_dsl::ir::Function;
+
+use crate::exec::{ClusterState, Machine, Mask, Result};
 use crate::tma::BarrierKey;
+use crate::value::Value;
 
 /// The `if` statements of a module that run as roles when they split warps: those with an
 /// `mbarrier_wait` on either side, directly or in a function called there. Statements are
@@ -247,7 +251,7 @@ pub(crate) struct Scheduler<'m, 'a> {
 
 struct Schedule<'m, 'a> {
     /// The block's shared state while no role holds the baton.
-    block: Option<BlockState<'m, 'a>>,
+    block: Option<ClusterState<'m, 'a>>,
     /// By id.
     roles: Vec<Role>,
     /// The roles that run or may run (not the parents of live roles), in scheduling order.
@@ -262,10 +266,31 @@ struct Schedule<'m, 'a> {
 
 struct Role {
     parent: Option<usize>,
-    /// The mbarrier phase (barrier, parity) the role waits for.
-    waiting: Option<(BarrierKey, u32)>,
+    waiting: Option<Wait>,
     /// Of a parent: its roles still running.
     children_left: usize,
+}
+
+/// What a role waits for.
+#[derive(Copy, Clone)]
+pub(crate) enum Wait {
+    /// The phase of `parity` of the mbarrier at `key` of the block of rank `rank`.
+    Phase {
+        rank: usize,
+        key: BarrierKey,
+        parity: u32,
+    },
+    /// The cluster barrier after the `completed` ones so far (`cluster_sync`).
+    ClusterSync { completed: u32 },
+}
+
+impl Wait {
+    fn over(self, state: &ClusterState<'_, '_>) -> bool {
+        match self {
+            Wait::Phase { rank, key, parity } => state.blocks[rank].mbarriers.passed(key, parity),
+            Wait::ClusterSync { completed } => state.cluster_sync.completed > completed,
+        }
+    }
 }
 
 /// A role that ran its side to the end.
@@ -301,7 +326,7 @@ impl<'m, 'a> Scheduler<'m, 'a> {
 
     /// `n` roles in place of `parent` (None: the machine that is no role), the first to run
     /// first with the block's state.
-    fn split(&self, parent: Option<usize>, block: BlockState<'m, 'a>, n: usize) -> Vec<usize> {
+    fn split(&self, parent: Option<usize>, block: ClusterState<'m, 'a>, n: usize) -> Vec<usize> {
         let mut s = self.lock();
         let ids: Vec<usize> = (s.roles.len()..s.roles.len() + n).collect();
         for _ in &ids {
@@ -331,7 +356,7 @@ impl<'m, 'a> Scheduler<'m, 'a> {
         &self,
         mut s: MutexGuard<'_, Schedule<'m, 'a>>,
         id: usize,
-    ) -> Result<(BlockState<'m, 'a>, bool)> {
+    ) -> Result<(ClusterState<'m, 'a>, bool)> {
         while s.running != Some(id) && !s.stopped {
             s = self.turn.wait(s).unwrap_or_else(PoisonError::into_inner);
         }
@@ -344,22 +369,20 @@ impl<'m, 'a> Scheduler<'m, 'a> {
         Ok((block, deadlocked))
     }
 
-    fn acquire(&self, id: usize) -> Result<BlockState<'m, 'a>> {
+    fn acquire(&self, id: usize) -> Result<ClusterState<'m, 'a>> {
         let s = self.lock();
         self.wait_turn(s, id).map(|(block, _)| block)
     }
 
-    /// Role `id` waits for the phase of `parity` of the barrier at `key`; false when it was
-    /// woken because every role waits.
+    /// Role `id` waits for `wait`; false when it was woken because every role waits.
     fn block_on(
         &self,
         id: usize,
-        key: BarrierKey,
-        parity: u32,
-        block: BlockState<'m, 'a>,
-    ) -> Result<(BlockState<'m, 'a>, bool)> {
+        wait: Wait,
+        block: ClusterState<'m, 'a>,
+    ) -> Result<(ClusterState<'m, 'a>, bool)> {
         let mut s = self.lock();
-        s.roles[id].waiting = Some((key, parity));
+        s.roles[id].waiting = Some(wait);
         s.block = Some(block);
         let after = s.position(id) + 1;
         s.hand_on(after);
@@ -369,7 +392,7 @@ impl<'m, 'a> Scheduler<'m, 'a> {
     }
 
     /// Role `id` ended: with `result`, and `block` if it held the baton.
-    fn finish(&self, id: usize, block: BlockState<'m, 'a>, result: Result<()>) -> Result<()> {
+    fn finish(&self, id: usize, block: ClusterState<'m, 'a>, result: Result<()>) -> Result<()> {
         let mut s = self.lock();
         if s.running == Some(id) {
             s.block = Some(block);
@@ -398,7 +421,7 @@ impl<'m, 'a> Scheduler<'m, 'a> {
 
     /// After roles started by the machine that is no role: the block's state and the first
     /// error.
-    fn close(&self) -> (Option<BlockState<'m, 'a>>, Option<InterpError>) {
+    fn close(&self) -> (Option<ClusterState<'m, 'a>>, Option<InterpError>) {
         let mut s = self.lock();
         (s.block.take(), s.failure.take())
     }
@@ -413,21 +436,25 @@ impl Schedule<'_, '_> {
     }
 
     /// Give the baton to the first runnable role from position `start` on, cyclically; if every
-    /// role waits, to the first, to report its wait.
+    /// role waits, to the first that waits for an mbarrier phase (what the blocks waiting at a
+    /// `cluster_sync()` wait for in the end), else the first, to report its wait.
     fn hand_on(&mut self, start: usize) {
         let n = self.order.len();
         let Some(block) = &self.block else {
             return;
         };
-        let runnable = (0..n).map(|i| self.order[(start + i) % n]).find(|&id| {
-            self.roles[id]
-                .waiting
-                .is_none_or(|(key, parity)| block.mbarriers.passed(key, parity))
-        });
+        let runnable = (0..n)
+            .map(|i| self.order[(start + i) % n])
+            .find(|&id| self.roles[id].waiting.is_none_or(|wait| wait.over(block)));
         match runnable {
             Some(id) => self.running = Some(id),
             None if n > 0 => {
-                self.running = Some(self.order[0]);
+                let phase = self
+                    .order
+                    .iter()
+                    .copied()
+                    .find(|&id| matches!(self.roles[id].waiting, Some(Wait::Phase { .. })));
+                self.running = Some(phase.unwrap_or(self.order[0]));
                 self.deadlocked = true;
             }
             None => {}
@@ -507,6 +534,69 @@ impl<'m, 'a> Machine<'m, 'a> {
         Ok(self.merge_roles(finished))
     }
 
+    /// Run the blocks of the cluster whose first block is `first` together, as roles in rank
+    /// order (the cluster's state set up): each runs in lock step, and its roles nest in its
+    /// place, until it waits for what another block does.
+    pub(crate) fn run_blocks_together(
+        &mut self,
+        kernel: &'m Function,
+        first: [u32; 3],
+        params: &[Value],
+    ) -> Result<()> {
+        let scheduler = Arc::new(Scheduler::new());
+        let blocks = self.peers.len();
+        let ids = scheduler.split(None, self.take_block_state(), blocks);
+        let machines: Vec<Machine<'m, 'a>> = ids
+            .into_iter()
+            .map(|id| {
+                let mut machine = self.role_machine(Seat {
+                    scheduler: scheduler.clone(),
+                    id,
+                });
+                machine.rank = id;
+                machine.block = self.block_of_rank(first, id);
+                machine
+            })
+            .collect();
+        let outcomes: Vec<Result<()>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = machines
+                .into_iter()
+                .map(|machine| {
+                    std::thread::Builder::new()
+                        .stack_size(ROLE_STACK_BYTES)
+                        .spawn_scoped(scope, move || machine.run_cluster_block(kernel, params))
+                        .expect("the OS starts a thread for a block")
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+        let (state, failure) = scheduler.close();
+        self.put_block_state(state.expect("the block that ends last hands the state back"));
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        outcomes.into_iter().collect()
+    }
+
+    /// Run the kernel for this machine's block of a cluster once it gets the baton.
+    fn run_cluster_block(mut self, kernel: &'m Function, params: &[Value]) -> Result<()> {
+        let seat = self.role.clone().expect("a block of a cluster has a seat");
+        let _stop = StopOnPanic(&seat.scheduler);
+        let state = seat.scheduler.acquire(seat.id)?;
+        self.put_block_state(state);
+        let result = self
+            .run_block(kernel, params)
+            .map(|()| self.leave_cluster());
+        let state = self.take_block_state();
+        seat.scheduler.finish(seat.id, state, result)
+    }
+
     /// Run a role's side for `threads` once it gets the baton.
     fn run_role(mut self, body: &'m Block, threads: Mask) -> Result<Finished<'m, 'a>> {
         let seat = self.role.clone().expect("a role machine has a seat");
@@ -524,14 +614,14 @@ impl<'m, 'a> Machine<'m, 'a> {
         })
     }
 
-    /// As a role: wait until the phase of `parity` of the barrier at `key` completes, while
-    /// other roles run. False when it never will: in lock step, or when every role waits.
-    pub(crate) fn suspend(&mut self, key: BarrierKey, parity: u32) -> Result<bool> {
+    /// As a role: wait until `wait` is over, while other roles run. False when it never will:
+    /// in lock step, or when every role waits.
+    pub(crate) fn suspend(&mut self, wait: Wait) -> Result<bool> {
         let Some(seat) = self.role.clone() else {
             return Ok(false);
         };
         let block = self.take_block_state();
-        let (block, completed) = seat.scheduler.block_on(seat.id, key, parity, block)?;
+        let (block, completed) = seat.scheduler.block_on(seat.id, wait, block)?;
         self.put_block_state(block);
         Ok(completed)
     }

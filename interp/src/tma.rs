@@ -28,6 +28,7 @@ use crate::copy::Groups;
 use crate::error::{ErrorKind, Location};
 use crate::exec::{Lanes, Machine, Mask, Result, UNSET};
 use crate::memory::{TmaGuard, Touch};
+use crate::roles::Wait;
 use crate::value::{Pointer, Region, Value};
 
 /// Where an mbarrier lives: shared array and byte offset.
@@ -37,9 +38,6 @@ pub(crate) type BarrierKey = (usize, i64);
 #[derive(Default)]
 pub(crate) struct Mbarriers {
     bars: HashMap<BarrierKey, Mbarrier>,
-    /// Ids handed out so far; each `mbarrier_init` takes a fresh one, so that the phases of a
-    /// re-initialized barrier are not confused with the old ones.
-    inits: u32,
 }
 
 impl Mbarriers {
@@ -53,6 +51,7 @@ impl Mbarriers {
 }
 
 struct Mbarrier {
+    /// Fresh at each `mbarrier_init` ([`Memory::fresh_barrier_id`](crate::memory::Memory)).
     id: u32,
     /// Arrivals per phase (`mbarrier_init`'s count).
     count: u32,
@@ -256,8 +255,7 @@ impl<'m> Machine<'m, '_> {
                     who,
                 )
                 .map_err(|f| self.fault(f, t, e.span))?;
-            let id = self.mbarriers.inits;
-            self.mbarriers.inits += 1;
+            let id = self.mem.fresh_barrier_id();
             let fresh = Mbarrier {
                 id,
                 count,
@@ -309,6 +307,25 @@ impl<'m> Machine<'m, '_> {
         Ok(vec![UNSET; self.threads])
     }
 
+    /// `mbarrier_arrive_cluster(bar, rank)`: each active thread's arrival on the mbarrier at
+    /// `bar` in the cluster's block of rank `rank`.
+    pub(crate) fn mbarrier_arrive_cluster(
+        &mut self,
+        args: &[Lanes],
+        mask: &Mask,
+        e: &'m Expr,
+    ) -> Result<Lanes> {
+        let op = "mbarrier_arrive_cluster";
+        let [bar, rank] = args else {
+            return Err(self.malformed(e.span, "mbarrier_arrive_cluster without two operands"));
+        };
+        for t in mask.lanes() {
+            let rank = rank[t].reg_bits();
+            self.in_block(rank, op, t, e, |m| m.arrive(op, bar[t], 0, t, e))?;
+        }
+        Ok(vec![UNSET; self.threads])
+    }
+
     /// Thread `t`'s arrival on the mbarrier at `bar`, expecting `bytes` more transaction bytes.
     fn arrive(
         &mut self,
@@ -334,7 +351,7 @@ impl<'m> Machine<'m, '_> {
         b.pending -= 1;
         b.tx = tx;
         let id = b.id;
-        self.mem.arrive(id, t);
+        self.mem.arrive(id, self.cluster_thread(t));
         self.complete_phase(p, t, e)
     }
 
@@ -382,7 +399,12 @@ impl<'m> Machine<'m, '_> {
             self.mbarrier(op, p, t, e)?;
             // The phase of `parity` has completed when the current phase has the other parity.
             while !self.mbarriers.passed(Self::key(p), parity) {
-                if self.suspend(Self::key(p), parity)? {
+                let wait = Wait::Phase {
+                    rank: self.rank,
+                    key: Self::key(p),
+                    parity,
+                };
+                if self.suspend(wait)? {
                     continue;
                 }
                 let b = self.mbarrier(op, p, t, e)?;
@@ -402,7 +424,7 @@ impl<'m> Machine<'m, '_> {
             }
             let b = self.mbarrier(op, p, t, e)?;
             let (id, completed) = (b.id, b.completed);
-            self.mem.observe(id, t, completed);
+            self.mem.observe(id, self.cluster_thread(t), completed);
         }
         Ok(vec![UNSET; self.threads])
     }
@@ -454,24 +476,72 @@ impl<'m> Machine<'m, '_> {
         };
         for t in mask.lanes() {
             let (tm, encoded) = self.checked_map(map[t], "tma_load", e)?;
-            let d = self.shared_box(dst[t], tm, BoxCopy::Load, t, e)?;
             let data = self.read_box(tm, encoded, [row[t], col[t]], t, e)?;
-            let p = self.mbarrier_at(bar[t], t, "tma_load", e)?;
-            self.touch_mbarrier(p, t, e)?;
-            let b = self.mbarrier("tma_load", p, t, e)?;
-            let guard = TmaGuard {
-                barrier: b.id,
-                phase: b.completed,
-            };
-            b.tx -= i64::from(tm.box_bytes());
-            b.landing.push((d, data));
-            let who = self.touch(t, e.span);
-            self.mem
-                .start_tma(d, tm.box_bytes() as usize, who, guard)
-                .map_err(|f| self.fault(f, t, e.span))?;
-            self.complete_phase(p, t, e)?;
+            self.land_box_on("tma_load", tm, data, [dst[t], bar[t]], t, e)?;
         }
         Ok(vec![UNSET; self.threads])
+    }
+
+    /// `tma_load_multicast(dst, map, row, col, bar, ctas)` for the active threads: `tma_load`'s
+    /// box into `dst` of each block of the cluster whose rank's bit is set in `ctas`, landing
+    /// when the phase of the mbarrier at `bar` in that block completes.
+    pub(crate) fn tma_load_multicast(
+        &mut self,
+        args: &[Lanes],
+        mask: &Mask,
+        e: &'m Expr,
+    ) -> Result<Lanes> {
+        let op = "tma_load_multicast";
+        let [dst, map, row, col, bar, ctas] = args else {
+            return Err(self.malformed(e.span, "tma_load_multicast without six operands"));
+        };
+        for t in mask.lanes() {
+            let (tm, encoded) = self.checked_map(map[t], op, e)?;
+            let data = self.read_box(tm, encoded, [row[t], col[t]], t, e)?;
+            let ctas = ctas[t].reg_bits();
+            let blocks = self.peers.len();
+            if ctas >> blocks != 0 {
+                let what = format!(
+                    "block mask {ctas:#x} names blocks past the cluster's {blocks} (the GPU ignores them)"
+                );
+                return Err(self.cluster_error(op, t, e, what));
+            }
+            for rank in (0..blocks as u32).filter(|r| ctas >> r & 1 == 1) {
+                self.in_block(rank, op, t, e, |m| {
+                    m.land_box_on(op, tm, data.clone(), [dst[t], bar[t]], t, e)
+                })?;
+            }
+        }
+        Ok(vec![UNSET; self.threads])
+    }
+
+    /// Thread `t`'s TMA copy of `data`, a box of `tm`, into the running block's shared memory
+    /// at `dst`, completing on the mbarrier at `bar` there: it lands when the barrier's phase
+    /// completes.
+    fn land_box_on(
+        &mut self,
+        op: &'static str,
+        tm: &TensorMap,
+        data: Vec<u8>,
+        [dst, bar]: [Value; 2],
+        t: usize,
+        e: &'m Expr,
+    ) -> Result<()> {
+        let d = self.shared_box(dst, tm, BoxCopy::Load, t, e)?;
+        let p = self.mbarrier_at(bar, t, op, e)?;
+        self.touch_mbarrier(p, t, e)?;
+        let b = self.mbarrier(op, p, t, e)?;
+        let guard = TmaGuard {
+            barrier: b.id,
+            phase: b.completed,
+        };
+        b.tx -= i64::from(tm.box_bytes());
+        b.landing.push((d, data));
+        let who = self.touch(t, e.span);
+        self.mem
+            .start_tma(d, tm.box_bytes() as usize, who, guard)
+            .map_err(|f| self.fault(f, t, e.span))?;
+        self.complete_phase(p, t, e)
     }
 
     /// `tma_prefetch(map, row, col)`: a hint for the L2, which the interpreter does not have;
