@@ -797,6 +797,47 @@ mod tests {
         }
     }
 
+    /// gemm_wg's clusters of two (CLUSTER = 2): each block multicasts half of the pair's X tile
+    /// into both, and releases a slot to both producers. 300 tokens (the second token tile
+    /// moved back) by 200 rows, by K of three super-blocks: the one-warpgroup tile (two
+    /// clusters' tiles of 128 rows, the second one's second block past N but for 8 rows), the
+    /// persistent tile on one cluster and on two (a cluster's tile of 256 rows, its second
+    /// block's past N but for 72; tiles carried from one to the next), the K split in two with
+    /// a producer.
+    #[test]
+    fn clustered_gemm_wg_blocks_share_their_x_tiles() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        for kernel in ["gemm_q4k_wg", "gemm_q6k_wg"] {
+            let case = WgCase::new(kernel, [300, 200, 768]);
+            for (variant, grid) in [
+                (
+                    "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1,CLUSTER=2",
+                    [4, 2, 1],
+                ),
+                ("BT=256,PRODUCER=1,PERSIST=2,CLUSTER=2", [2, 1, 1]),
+                ("BT=256,PRODUCER=1,PERSIST=4,CLUSTER=2", [4, 1, 1]),
+                (
+                    "BT=256,SPLITK=2,TMA_STORE=1,PRODUCER=1,CLUSTER=2",
+                    [2, 2, 2],
+                ),
+            ] {
+                let name = format!("{kernel}@{variant}");
+                let c = compile(&dir.join("gemm_wg.tile"), variant);
+                let mut args = case.args(1);
+                if variant.contains("SPLITK") {
+                    args[2] =
+                        product_output(case.spec, case.spec.output_lens(&case.shape)[0], true);
+                }
+                let interp = Interpreter::new(&c.module).sources(&c.sources);
+                assert_eq!(interp.grid(kernel, &args).unwrap(), grid, "{name}");
+                interp
+                    .run(kernel, grid, interp.block(kernel).unwrap(), &mut args)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                case.check(&args[2], &name);
+            }
+        }
+    }
+
     /// gemm_wg's K splits through shared memory (TMA_STORE) add their parts into the zeroed
     /// output with TMA reductions: 300 x 136 (four ragged tiles; the second token tile, moved
     /// back, adds with atomics) by K of three super-blocks in two and in three, Q4_K and Q6_K.

@@ -145,11 +145,13 @@ impl<'ctx> FnLowerer<'_, 'ctx> {
                 &[self.shared_u32(*bar, span)?],
                 span,
             ),
-            // The address of the peer's mbarrier (`mapa`), then a release at cluster scope, so
-            // that this thread's reads of the slot it releases (the tensor cores' included,
-            // retired by `wgmma_wait`) come before the peer's refill.
+            // The address of the peer's mbarrier (`mapa`), then the arrival with the default
+            // release at CTA scope: a release at cluster scope is a fence that waits for the
+            // thread's outstanding memory operations (measured: it doubled gemm_wg's time with
+            // a cluster of two, docs/PERF.md session 33). The reads of a slot being released are
+            // complete by then (their values are in registers, or `wgmma_wait` retired them).
             (Builtin::MbarrierArriveCluster, [bar, rank]) => self.asm_statement(
-                "{\n\t.reg .b32 remote;\n\tmapa.shared::cluster.u32 remote, $0, $1;\n\tmbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t}",
+                "{\n\t.reg .b32 remote;\n\tmapa.shared::cluster.u32 remote, $0, $1;\n\tmbarrier.arrive.shared::cluster.b64 _, [remote];\n\t}",
                 "r,r",
                 &[self.shared_u32(*bar, span)?, *rank],
                 span,
