@@ -837,10 +837,12 @@ pub enum Builtin {
     /// take an arrival or a multicast copy from the others (their mbarriers initialized), and
     /// again before it exits while others may still reach its shared memory. Void.
     ClusterSync,
-    /// `[bar, rank (u32)]`: `mbarrier.arrive.release.cluster` on the mbarrier at `bar`'s
-    /// address in the cluster's block `rank` (`mapa`): one arrival there, this thread's earlier
-    /// accesses visible to whoever waits for its phase (a consumer releasing a ring slot that
-    /// another block's multicast copies refill). Void.
+    /// `[bar, rank (u32)]`: `mbarrier.arrive.shared::cluster` on the mbarrier at `bar`'s
+    /// address in the cluster's block `rank` (`mapa`): one arrival there (a consumer releasing a
+    /// ring slot that another block's multicast copies refill). Its release is the default, at
+    /// CTA scope: enough where what the thread did with the slot is complete before the arrival
+    /// (reads whose values it holds, MMAs `wgmma_wait` retired), not for its plain stores to be
+    /// seen by the other block; the interpreter orders them all. Void.
     MbarrierArriveCluster,
     /// `[map, row (u32), col (u32)]`: `cp.async.bulk.prefetch.tensor.2d.L2`: start bringing
     /// the box of the map whose first element is (row, col) into the L2, for a later

@@ -3,7 +3,8 @@
 //! loops keep iterating while any thread is still in them; `break`, `continue` and `return`
 //! take threads out of the mask until the construct they leave is done. An `if` that splits warps
 //! and waits on an mbarrier on either side instead runs its sides as roles (`roles`): machines of
-//! their own over the block's shared state ([`BlockState`]), merged back when both are done.
+//! their own over the shared state of the block and its cluster ([`ClusterState`]), merged back
+//! when both are done.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -302,7 +303,7 @@ impl<'m, 'a> Machine<'m, 'a> {
     }
 
     /// A machine for a role that runs some of this machine's threads from where it stands: the
-    /// same frames and wgmmas in flight, and no block state until it runs.
+    /// same frames and wgmmas in flight, and no cluster state until it runs.
     pub(crate) fn role_machine(&self, seat: Seat<'m, 'a>) -> Machine<'m, 'a> {
         Machine {
             module: self.module,
@@ -331,7 +332,7 @@ impl<'m, 'a> Machine<'m, 'a> {
     }
 
     /// Move the cluster's shared state out (to the role that runs next).
-    pub(crate) fn take_block_state(&mut self) -> ClusterState<'m, 'a> {
+    pub(crate) fn take_cluster_state(&mut self) -> ClusterState<'m, 'a> {
         let mut blocks = std::mem::take(&mut self.peers);
         // None when the machine holds no state (a role stopped because its cluster failed).
         if let Some(slot) = blocks.get_mut(self.rank) {
@@ -361,7 +362,7 @@ impl<'m, 'a> Machine<'m, 'a> {
     }
 
     /// Take the cluster's shared state in, as a machine of the block of rank `self.rank`.
-    pub(crate) fn put_block_state(&mut self, state: ClusterState<'m, 'a>) {
+    pub(crate) fn put_cluster_state(&mut self, state: ClusterState<'m, 'a>) {
         self.mem = state.mem;
         self.mem.enter_block(self.rank);
         self.peers = state.blocks;

@@ -490,7 +490,7 @@ impl<'m, 'a> Machine<'m, 'a> {
             Some(seat) => seat.scheduler.clone(),
             None => Arc::new(Scheduler::new()),
         };
-        let ids = scheduler.split(parent, self.take_block_state(), sides.len());
+        let ids = scheduler.split(parent, self.take_cluster_state(), sides.len());
         let roles: Vec<Machine<'m, 'a>> = ids
             .into_iter()
             .map(|id| {
@@ -521,7 +521,7 @@ impl<'m, 'a> Machine<'m, 'a> {
         });
         if parent.is_none() {
             let (block, failure) = scheduler.close();
-            self.put_block_state(block.expect("the role that ends last hands the block back"));
+            self.put_cluster_state(block.expect("the role that ends last hands the block back"));
             if let Some(e) = failure {
                 return Err(e);
             }
@@ -529,7 +529,7 @@ impl<'m, 'a> Machine<'m, 'a> {
         let finished = outcomes.into_iter().collect::<Result<Vec<_>>>()?;
         if let Some(id) = parent {
             let block = scheduler.acquire(id)?;
-            self.put_block_state(block);
+            self.put_cluster_state(block);
         }
         Ok(self.merge_roles(finished))
     }
@@ -545,7 +545,7 @@ impl<'m, 'a> Machine<'m, 'a> {
     ) -> Result<()> {
         let scheduler = Arc::new(Scheduler::new());
         let blocks = self.peers.len();
-        let ids = scheduler.split(None, self.take_block_state(), blocks);
+        let ids = scheduler.split(None, self.take_cluster_state(), blocks);
         let machines: Vec<Machine<'m, 'a>> = ids
             .into_iter()
             .map(|id| {
@@ -577,7 +577,7 @@ impl<'m, 'a> Machine<'m, 'a> {
                 .collect()
         });
         let (state, failure) = scheduler.close();
-        self.put_block_state(state.expect("the block that ends last hands the state back"));
+        self.put_cluster_state(state.expect("the block that ends last hands the state back"));
         if let Some(e) = failure {
             return Err(e);
         }
@@ -589,11 +589,11 @@ impl<'m, 'a> Machine<'m, 'a> {
         let seat = self.role.clone().expect("a block of a cluster has a seat");
         let _stop = StopOnPanic(&seat.scheduler);
         let state = seat.scheduler.acquire(seat.id)?;
-        self.put_block_state(state);
+        self.put_cluster_state(state);
         let result = self
             .run_block(kernel, params)
             .map(|()| self.leave_cluster());
-        let state = self.take_block_state();
+        let state = self.take_cluster_state();
         seat.scheduler.finish(seat.id, state, result)
     }
 
@@ -602,10 +602,10 @@ impl<'m, 'a> Machine<'m, 'a> {
         let seat = self.role.clone().expect("a role machine has a seat");
         let _stop = StopOnPanic(&seat.scheduler);
         let block = seat.scheduler.acquire(seat.id)?;
-        self.put_block_state(block);
+        self.put_cluster_state(block);
         let mut fell_through = threads.clone();
         let result = self.exec_block(body, &mut fell_through);
-        let block = self.take_block_state();
+        let block = self.take_cluster_state();
         seat.scheduler.finish(seat.id, block, result)?;
         Ok(Finished {
             machine: self,
@@ -620,9 +620,9 @@ impl<'m, 'a> Machine<'m, 'a> {
         let Some(seat) = self.role.clone() else {
             return Ok(false);
         };
-        let block = self.take_block_state();
+        let block = self.take_cluster_state();
         let (block, completed) = seat.scheduler.block_on(seat.id, wait, block)?;
-        self.put_block_state(block);
+        self.put_cluster_state(block);
         Ok(completed)
     }
 }

@@ -524,8 +524,13 @@ impl AddOutput {
             AddOutput::Tma => ",TMA_STORE=1",
             AddOutput::Off | AddOutput::Splits => return None,
         };
-        (base.ends_with("_wg") && [ONE_WARPGROUP, PERSISTENT_TILE].contains(&variant))
-            .then(|| format!("{kernel}{tma},{}=1", crate::specs::ADD_OUTPUT))
+        let adding = match variant {
+            ONE_WARPGROUP | ONE_WARPGROUP_DEEP => ONE_WARPGROUP,
+            PERSISTENT_TILE => PERSISTENT_TILE,
+            _ => return None,
+        };
+        base.ends_with("_wg")
+            .then(|| format!("{base}@{adding}{tma},{}=1", crate::specs::ADD_OUTPUT))
     }
 }
 
@@ -573,6 +578,13 @@ impl Rewrites {
 /// gemm_wg's one-warpgroup tile on 256 tokens, with the producer warp and shared chunk scales.
 const ONE_WARPGROUP: &str = "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1";
 
+/// [`ONE_WARPGROUP`] with a 6-deep ring, for Q4_K and Q6_K unsplit: about 2% faster at T = 384
+/// and 512, N = 4096, K = 4096 and 14336 (H100, docs/PERF.md session 33: Q4_K 30.0 -> 29.3 us
+/// at 512 x 4096 x 4096, Q6_K 32.7 -> 32.0); Q8_0 ran level or slower. Its build that adds
+/// into the output stays on [`ONE_WARPGROUP`]'s ring: a sixth slot and the staging area of its
+/// TMA reductions do not fit in shared memory together.
+const ONE_WARPGROUP_DEEP: &str = "WG=1,BT=256,STAGES=6,PRODUCER=1,SHFL_SCALES=1";
+
 /// SMs of the GPUs that run gemm_wg (sm_90a: H100 SXM and H200; an H100 PCIe has 114).
 const WGMMA_SMS: usize = 132;
 
@@ -616,7 +628,13 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
     } else if narrow > WGMMA_SMS {
         two_warpgroups("")
     } else if narrow >= FULL_GRID || k < 512 {
-        ONE_WARPGROUP.to_string()
+        let deep = matches!(kernel, "gemm_q4k_wg" | "gemm_q6k_wg") && k >= 4096;
+        (if deep {
+            ONE_WARPGROUP_DEEP
+        } else {
+            ONE_WARPGROUP
+        })
+        .to_string()
     } else if 2 * narrow < WGMMA_SMS && 4 * blocks(64, 128) <= 2 * WGMMA_SMS && k >= 2048 {
         "WG=1,BT=128,SPLITK=4".to_string()
     } else {
@@ -1113,15 +1131,17 @@ mod tests {
                 .iter()
                 .any(|v| v.family == "gemm_wg" && v.defines == defines)
         };
-        // T = 512 (the one-warpgroup tile at 4096 x 4096) and 2048 (the persistent tile).
+        // T = 512 (the one-warpgroup tile at 4096 x 4096, whose adding builds keep the 5-deep
+        // ring: [`ONE_WARPGROUP_DEEP`]) and 2048 (the persistent tile).
         for (t, k) in [(512, 4096), (2048, 4096), (2048, 14336)] {
             let plain = quant_gemm(GgmlType::Q6_K, t, 4096, k, true).unwrap();
             assert_eq!(AddOutput::Splits.kernel(&plain), None, "{plain}");
             assert_eq!(AddOutput::Off.kernel(&plain), None, "{plain}");
             let atomics = AddOutput::Atomics.kernel(&plain).unwrap();
             let tma = AddOutput::Tma.kernel(&plain).unwrap();
-            assert_eq!(atomics, format!("{plain},ADD_OUTPUT=1"));
-            assert_eq!(tma, format!("{plain},TMA_STORE=1,ADD_OUTPUT=1"));
+            let adding = plain.replace(ONE_WARPGROUP_DEEP, ONE_WARPGROUP);
+            assert_eq!(atomics, format!("{adding},ADD_OUTPUT=1"));
+            assert_eq!(tma, format!("{adding},TMA_STORE=1,ADD_OUTPUT=1"));
             assert!(listed(&atomics) && listed(&tma), "{atomics} / {tma}");
             assert!(crate::specs::adds_into_output(&atomics));
         }
@@ -1373,10 +1393,22 @@ mod tests {
         assert_eq!(tiles(512, 6144, 4096), "BT=256");
         assert_eq!(tiles(512, 4608, 4096), "BT=256");
         assert_eq!(tiles(1024, 2560, 4096), "BT=256");
+        // The one-warpgroup tile: a 6-deep ring for Q4_K and Q6_K on K of 4096 and more.
         assert_eq!(
             tiles(512, 4096, 4096),
-            "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"
+            "WG=1,BT=256,STAGES=6,PRODUCER=1,SHFL_SCALES=1"
         );
+        assert_eq!(
+            quant_gemm(GgmlType::Q6_K, 512, 4096, 4096, true).unwrap(),
+            "gemm_q6k_wg@WG=1,BT=256,STAGES=6,PRODUCER=1,SHFL_SCALES=1"
+        );
+        for ty in [GgmlType::Q8_0, GgmlType::Q5_K] {
+            let name = quant_gemm(ty, 512, 4096, 4096, true).unwrap();
+            assert!(
+                name.ends_with("@WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1"),
+                "{name}"
+            );
+        }
         assert_eq!(tiles(512, 1024, 4096), "WG=1,BT=128,SPLITK=4");
         for (t, n) in [(768, 1024), (512, 2048)] {
             assert_eq!(
