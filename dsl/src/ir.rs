@@ -869,8 +869,8 @@ pub enum Builtin {
 }
 
 /// Whether function `f` of module `m` uses an sm_90a-only instruction (`wgmma`, the async-proxy
-/// fence, mbarriers or TMA) or tensor maps, itself or in a device function it calls, so that it
-/// can be built only for sm_90a.
+/// fence, mbarriers, TMA or clusters' built-ins) or tensor maps or runs in clusters, itself or in
+/// a device function it calls, so that it can be built only for sm_90a.
 pub fn needs_sm90a(m: &Module, f: &Function) -> bool {
     if matches!(&f.kind, FunctionKind::Kernel(l) if !l.tensor_maps.is_empty() || l.cluster != [1, 1, 1])
     {

@@ -500,25 +500,12 @@ impl<'m, 'a> Machine<'m, 'a> {
                 })
             })
             .collect();
-        let outcomes: Vec<Result<Finished<'m, 'a>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = roles
+        let outcomes: Vec<Result<Finished<'m, 'a>>> = on_threads(
+            roles
                 .into_iter()
                 .zip(sides)
-                .map(|(role, (body, threads))| {
-                    std::thread::Builder::new()
-                        .stack_size(ROLE_STACK_BYTES)
-                        .spawn_scoped(scope, move || role.run_role(body, threads))
-                        .expect("the OS starts a thread for a role")
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
-        });
+                .map(|(role, (body, threads))| move || role.run_role(body, threads)),
+        );
         if parent.is_none() {
             let (block, failure) = scheduler.close();
             self.put_cluster_state(block.expect("the role that ends last hands the block back"));
@@ -558,24 +545,11 @@ impl<'m, 'a> Machine<'m, 'a> {
                 machine
             })
             .collect();
-        let outcomes: Vec<Result<()>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = machines
+        let outcomes: Vec<Result<()>> = on_threads(
+            machines
                 .into_iter()
-                .map(|machine| {
-                    std::thread::Builder::new()
-                        .stack_size(ROLE_STACK_BYTES)
-                        .spawn_scoped(scope, move || machine.run_cluster_block(kernel, params))
-                        .expect("the OS starts a thread for a block")
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
-        });
+                .map(|machine| move || machine.run_cluster_block(kernel, params)),
+        );
         let (state, failure) = scheduler.close();
         self.put_cluster_state(state.expect("the block that ends last hands the state back"));
         if let Some(e) = failure {
@@ -625,4 +599,27 @@ impl<'m, 'a> Machine<'m, 'a> {
         self.put_cluster_state(block);
         Ok(completed)
     }
+}
+
+/// Runs each job on an OS thread of its own (with a role's stack) and waits for them all, in
+/// order; a job's panic resumes here.
+fn on_threads<T: Send, F: FnOnce() -> T + Send>(jobs: impl IntoIterator<Item = F>) -> Vec<T> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs
+            .into_iter()
+            .map(|job| {
+                std::thread::Builder::new()
+                    .stack_size(ROLE_STACK_BYTES)
+                    .spawn_scoped(scope, job)
+                    .expect("the OS starts a thread for a role or a block")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
 }

@@ -400,24 +400,26 @@ fn cluster(cx: &mut FnCx<'_, '_>, dims: Option<&ast::LaunchDims>) -> Res<[u32; 3
     let Some(dims) = dims else {
         return Ok([1; 3]);
     };
-    let out = const_dims(cx, dims, "cluster")?;
-    let blocks: u64 = out.iter().map(|&v| u64::from(v)).product();
-    if blocks > MAX_CLUSTER_BLOCKS {
-        let d = Diagnostic::error(
-            format!("a cluster of {blocks} blocks is too large: at most {MAX_CLUSTER_BLOCKS} blocks per cluster"),
-            dims.span,
-        );
-        return Err(cx.error(d));
-    }
-    Ok(out)
+    bounded_dims(cx, dims, "cluster", "blocks", MAX_CLUSTER_BLOCKS)
 }
 
 fn block(cx: &mut FnCx<'_, '_>, dims: &ast::LaunchDims) -> Res<[u32; 3]> {
-    let out = const_dims(cx, dims, "block")?;
-    let threads: u64 = out.iter().map(|&v| u64::from(v)).product();
-    if threads > MAX_THREADS {
+    bounded_dims(cx, dims, "block", "threads", MAX_THREADS)
+}
+
+/// [`const_dims`] of `what` whose product (its `units`) is at most `max`.
+fn bounded_dims(
+    cx: &mut FnCx<'_, '_>,
+    dims: &ast::LaunchDims,
+    what: &str,
+    units: &str,
+    max: u64,
+) -> Res<[u32; 3]> {
+    let out = const_dims(cx, dims, what)?;
+    let total: u64 = out.iter().map(|&v| u64::from(v)).product();
+    if total > max {
         let d = Diagnostic::error(
-            format!("a block of {threads} threads is too large: at most {MAX_THREADS} threads per block"),
+            format!("a {what} of {total} {units} is too large: at most {max} {units} per {what}"),
             dims.span,
         );
         return Err(cx.error(d));
