@@ -517,6 +517,12 @@ fn engine_runs(name: &str, spec: &Spec, shape: &Shape, engine: &EngineDispatch) 
                 .map(|pick| engine.rewritten(pick, [t, n, k], true))
         }
         (Op::QuantGemm, Some(ty), Elem::F16, &[t, n, k]) if !decode(t) => {
+            // A product into a new output, or one that adds into the residual stream.
+            let adding = dispatch::quant_gemm_adding(ty, t, n, k, wgmma)
+                .map(|pick| engine.rewritten(pick, [t, n, k], false));
+            if adding.as_deref() == Some(name) {
+                return true;
+            }
             dispatch::quant_gemm(ty, t, n, k, wgmma)
                 .map(|pick| engine.rewritten(pick, [t, n, k], false))
         }

@@ -258,12 +258,36 @@ pub fn matvec_s8(ty: GgmlType, t: usize, n: usize, k: usize) -> Option<String> {
 /// says otherwise. With `wgmma` (the device has sm_90a's warpgroup MMA) and K a multiple of 256,
 /// Q4_K takes gemm_q4k_wg, and Q5_K, Q6_K, Q8_0 and Q4_0 the same kernel on their own weights.
 pub fn quant_gemm(ty: GgmlType, t: usize, n: usize, k: usize, wgmma: bool) -> Option<String> {
+    quant_gemm_into(ty, t, n, k, wgmma, false)
+}
+
+/// [`quant_gemm`] for a product that adds into its output (`Backend::matmul_add`, the residual
+/// stream): it differs where gemm_wg's K split, which adds anyway and then needs no zeroed
+/// output, beats the plain product's choice ([`wgmma_tiles`]).
+pub fn quant_gemm_adding(
+    ty: GgmlType,
+    t: usize,
+    n: usize,
+    k: usize,
+    wgmma: bool,
+) -> Option<String> {
+    quant_gemm_into(ty, t, n, k, wgmma, true)
+}
+
+fn quant_gemm_into(
+    ty: GgmlType,
+    t: usize,
+    n: usize,
+    k: usize,
+    wgmma: bool,
+    adds: bool,
+) -> Option<String> {
     if !k.is_multiple_of(64) {
         return None;
     }
     if wgmma && k.is_multiple_of(256) {
         if let Some(kernel) = wgmma_kernel(ty) {
-            return Some(wgmma_tiles(kernel, t, n, k));
+            return Some(wgmma_tiles(kernel, t, n, k, adds));
         }
     }
     let kernel = match ty {
@@ -607,9 +631,17 @@ const WGMMA_SMS: usize = 132;
 /// make at most two blocks per SM, those (T=512 N=1024 K=4096, the key and value products of an
 /// 8B model: Q4_K 22.8 -> 18.8 us, Q6_K 23.7 -> 19.3; at T=768, or N=2048, the split 256-token
 /// tiles stay as fast or faster: session 19).
-fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
+/// Where the one-warpgroup tile makes one full wave and the two-warpgroup one would be split
+/// (T = 512, N = 4096, K = 14336: an 8B model's down projection), Q4_K and Q6_K take the former
+/// on its 6-deep ring for a new output (`adds` false): it needs no zeroed output and ran 2-4%
+/// ahead of the split with its memset (H100, session 33). A product that adds into its output
+/// (`adds`) keeps the split, which adds as it is; the one-warpgroup tile's adding build reads
+/// the output back (session 31: ~3.5 us more at T = 512, N = 4096) on a 5-deep ring.
+fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize, adds: bool) -> String {
     let blocks = |rows: usize, tokens: usize| t.div_ceil(tokens) * n.div_ceil(rows);
     let (wide, narrow) = (blocks(128, 256), blocks(64, 256));
+    let deep = matches!(kernel, "gemm_q4k_wg" | "gemm_q6k_wg") && k >= 4096;
+    let one_wave = (FULL_GRID..=WGMMA_SMS).contains(&narrow);
     let two_warpgroups = |split: &str| {
         if split.is_empty() && wide > WGMMA_SMS {
             return PERSISTENT_TILE.to_string();
@@ -623,12 +655,11 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize) -> String {
         short_batch_tiles(t, n, k, kernel == "gemm_q6k_wg")
     } else if wide >= FULL_GRID {
         two_warpgroups("")
-    } else if 2 * wide >= FULL_GRID && k >= 8192 {
+    } else if 2 * wide >= FULL_GRID && k >= 8192 && (adds || !(deep && one_wave)) {
         two_warpgroups(",SPLITK=2")
     } else if narrow > WGMMA_SMS {
         two_warpgroups("")
     } else if narrow >= FULL_GRID || k < 512 {
-        let deep = matches!(kernel, "gemm_q4k_wg" | "gemm_q6k_wg") && k >= 4096;
         (if deep {
             ONE_WARPGROUP_DEEP
         } else {
@@ -1146,7 +1177,7 @@ mod tests {
             assert!(crate::specs::adds_into_output(&atomics));
         }
         // A K split adds already, with or without the tiles' builds; gated units never do.
-        let split = quant_gemm(GgmlType::Q4_K, 512, 4096, 14336, true).unwrap();
+        let split = quant_gemm_adding(GgmlType::Q4_K, 512, 4096, 14336, true).unwrap();
         for how in [AddOutput::Splits, AddOutput::Atomics, AddOutput::Tma] {
             assert_eq!(how.kernel(&split), Some(split.clone()));
         }
@@ -1161,7 +1192,7 @@ mod tests {
     #[test]
     fn tma_store_takes_the_k_split_in_two_alone() {
         let listed = crate::variants::parse(include_str!("../../kernels/variants.txt")).unwrap();
-        let split = quant_gemm(GgmlType::Q4_K, 512, 4096, 14336, true).unwrap();
+        let split = quant_gemm_adding(GgmlType::Q4_K, 512, 4096, 14336, true).unwrap();
         assert_eq!(split, format!("gemm_q4k_wg@{SPLIT_TILE}"));
         assert_eq!(
             tma_store(&split).unwrap(),
@@ -1389,7 +1420,15 @@ mod tests {
         assert_eq!(tiles(512, 14336, 4096), "BT=256,PRODUCER=1,PERSIST=132");
         assert_eq!(tiles(2048, 4096, 14336), "BT=256,PRODUCER=1,PERSIST=132");
         assert_eq!(tiles(1024, 4096, 4096), "BT=256");
-        assert_eq!(tiles(512, 4096, 14336), "BT=256,SPLITK=2");
+        // The one-warpgroup tile where it makes one wave and the K split would be taken
+        // (Q4_K and Q6_K), except for a product that adds into its output.
+        assert_eq!(tiles(512, 4096, 14336), ONE_WARPGROUP_DEEP);
+        assert_eq!(tiles(384, 4096, 14336), ONE_WARPGROUP_DEEP);
+        for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+            let adding = quant_gemm_adding(ty, 512, 4096, 14336, true).unwrap();
+            assert!(adding.ends_with("_wg@BT=256,SPLITK=2"), "{adding}");
+        }
+        assert_eq!(tiles(512, 6144, 14336), "BT=256,SPLITK=2");
         assert_eq!(tiles(512, 6144, 4096), "BT=256");
         assert_eq!(tiles(512, 4608, 4096), "BT=256");
         assert_eq!(tiles(1024, 2560, 4096), "BT=256");
@@ -1450,8 +1489,9 @@ mod tests {
         ] {
             assert_eq!(tiles(t, n, k), want, "{t} x {n} x {k}");
         }
-        // Q6_K, Q8_0 and Q4_0 take the same tiles on their own kernels; Q5_K too, with a
-        // producer on two warpgroups.
+        // Q6_K, Q8_0 and Q4_0 take the same tiles on their own kernels (all but Q6_K without
+        // the 6-deep one-warpgroup tile, so the K split at 512 x 4096 x 14336, as Q4_K's
+        // adding products); Q5_K too, with a producer on two warpgroups.
         for (t, n, k) in [(512, 4096, 14336), (512, 1024, 4096), (9, 4096, 4096)] {
             for (ty, kernel) in [
                 (GgmlType::Q6_K, "gemm_q6k_wg"),
@@ -1461,7 +1501,12 @@ mod tests {
                 (GgmlType::IQ4_XS, "gemm_iq4_xs_wg"),
             ] {
                 let name = quant_gemm(ty, t, n, k, true).unwrap();
-                assert_eq!(name, format!("{kernel}@{}", tiles(t, n, k)));
+                let q4k = match ty {
+                    GgmlType::Q6_K => quant_gemm(GgmlType::Q4_K, t, n, k, true),
+                    _ => quant_gemm_adding(GgmlType::Q4_K, t, n, k, true),
+                };
+                let (_, tile) = q4k.as_deref().unwrap().split_once('@').unwrap();
+                assert_eq!(name, format!("{kernel}@{tile}"));
             }
         }
         let q5k = [
@@ -1477,7 +1522,7 @@ mod tests {
             (1024, 4096, 4096, "BT=256,PRODUCER=1"),
             (512, 14336, 4096, "BT=256,PRODUCER=1,PERSIST=132"),
             (2048, 4096, 14336, "BT=256,PRODUCER=1,PERSIST=132"),
-            (512, 4096, 14336, "BT=256,SPLITK=2"),
+            (512, 4096, 14336, ONE_WARPGROUP_DEEP),
             (64, 6144, 4096, "WG=1,BT=64,SPLITK=2"),
             (64, 4096, 4096, "WG=1,BT=64,PRODUCER=1,SPLITK=4"),
         ];

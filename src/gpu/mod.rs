@@ -837,9 +837,8 @@ impl Gpu {
         let name = match kind {
             Product::Matvec(ty) => Some(dispatch::matvec(ty, t, n, k)),
             Product::MatvecS8(ty) => dispatch::matvec_s8(ty, t, n, k),
-            Product::QuantGemm(ty) | Product::QuantGemmAdd(ty) => {
-                dispatch::quant_gemm(ty, t, n, k, self.wgmma)
-            }
+            Product::QuantGemm(ty) => dispatch::quant_gemm(ty, t, n, k, self.wgmma),
+            Product::QuantGemmAdd(ty) => dispatch::quant_gemm_adding(ty, t, n, k, self.wgmma),
             Product::GatedGemm(ty, gelu) => dispatch::gated_gemm(ty, gelu, t, n, k, self.wgmma),
             Product::GemmF16 => Some(dispatch::gemm_f16(t).to_string()),
         }?;
