@@ -166,6 +166,7 @@ pub const SPECS: &[Spec] = &[
     spec("rmsnorm_f32", Op::RmsNorm, Elem::F32, Elem::F32),
     spec("rmsnorm_f16", Op::RmsNorm, Elem::F32, Elem::F16),
     spec("add_rmsnorm_f32", Op::AddRmsNorm, Elem::F32, Elem::F32),
+    spec("add_rmsnorm_f16", Op::AddRmsNorm, Elem::F32, Elem::F16),
     with_copy("rmsnorm_f32h", Op::RmsNorm, Elem::F16),
     with_copy("add_rmsnorm_f32h", Op::AddRmsNorm, Elem::F16),
     with_copy("silu_mul_f32h", Op::SiluMul, Elem::F16),
@@ -1204,14 +1205,13 @@ impl Spec {
         let computed = match self.op {
             // The rotated queries, then the K and V caches.
             Op::RopeAppend => return vec![self.out, Elem::F16, Elem::F16],
-            Op::AddRmsNorm => 2,
+            // The sum (the residual stream, f32 whatever the norm's type), then the norm.
+            Op::AddRmsNorm => vec![Elem::F32, self.out],
             // The ids, then the values.
             Op::TopK => return vec![Elem::I32, Elem::F32],
-            _ => 1,
+            _ => vec![self.out],
         };
-        std::iter::repeat_n(self.out, computed)
-            .chain(self.copy)
-            .collect()
+        computed.into_iter().chain(self.copy).collect()
     }
 
     pub fn outputs(&self) -> usize {
@@ -1226,6 +1226,12 @@ impl Spec {
             Elem::F16 => F16_TOLERANCE,
             // Against the kernel's own f32 output quantized ([`Spec::reference_given`]).
             Elem::ActS8 if self.int8_copy() => 0.0,
+            // The f32 sum of a norm written in f16 (add_rmsnorm_f16), as the f32 kernels' sums.
+            Elem::F32 if self.out == Elem::F16 => Spec {
+                out: Elem::F32,
+                ..*self
+            }
+            .tolerance(s),
             _ => self.tolerance(s),
         }
     }
@@ -1973,6 +1979,17 @@ mod tests {
             Cost::Bytes((64 + 32 + 32) as f64)
         );
         assert_eq!(norm.baseline(), Baseline::Copy);
+        // x, y and w read as f32, the sum s written as f32 and h as f16; s is checked as an f32
+        // output, h as an f16 one.
+        let add_norm = spec_for("add_rmsnorm_f16").unwrap();
+        let shape = Shape(vec![2, 8]);
+        assert_eq!(add_norm.output_elems(), [Elem::F32, Elem::F16]);
+        assert_eq!(
+            add_norm.cost(&shape),
+            Cost::Bytes((64 + 64 + 32 + 64 + 32) as f64)
+        );
+        assert_eq!(add_norm.output_tolerance(0, &shape), 1e-5);
+        assert_eq!(add_norm.output_tolerance(1, &shape), F16_TOLERANCE);
         // Positions 2, 3, 4: 3 + 4 + 5 visible keys, 2 in a window of 2; 2 heads x (4 + 4).
         let attention = spec_for("flash_attn_f16").unwrap();
         let cost = |window| attention.cost(&Shape(vec![2, 1, 4, 4, 3, 5, window, 0]));

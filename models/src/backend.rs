@@ -140,8 +140,9 @@ pub trait Backend {
     fn gate_rows(&self, x: &mut Self::Tensor, gate: &Self::Tensor) -> Result<()>;
     /// `x += y`.
     fn add(&self, x: &mut Self::Tensor, y: &Self::Tensor) -> Result<()>;
-    /// `x += y`, then [`Backend::rms_norm`] of the sum: a residual add and the norm that reads
-    /// it, which a backend can do in one pass.
+    /// `x += y`, then [`Backend::rms_norm_for_products`] of the sum: a residual add and the norm
+    /// that reads it, which a backend can do in one pass. Only products read the norm (a backend
+    /// may write it in their input's type alone); the sum, the residual stream, stays whole.
     fn add_rms_norm(
         &self,
         x: &mut Self::Tensor,
@@ -150,7 +151,7 @@ pub trait Backend {
         eps: f32,
     ) -> Result<Self::Tensor> {
         self.add(x, y)?;
-        self.rms_norm(x, weight, eps)
+        self.rms_norm_for_products(x, weight, eps)
     }
     /// `x *= s`.
     fn scale(&self, x: &mut Self::Tensor, s: f32) -> Result<()>;

@@ -843,9 +843,14 @@ pub fn rmsnorm(rows: usize, cols: usize, fused_add: bool, copy: InputCopy) -> St
 }
 
 /// The RMS norm for `rows` rows of `cols` values that writes its output in f16 alone, for the
-/// tensor-core GEMMs of prefill-size batches when nothing else reads it.
-pub fn rmsnorm_half_only(rows: usize, cols: usize) -> String {
-    norm_build("rmsnorm_f16", rows, cols)
+/// tensor-core GEMMs of prefill-size batches when nothing else reads it: with `fused_add`, the
+/// residual add before it in the same pass (its sum in f32: the residual stream).
+pub fn rmsnorm_half_only(rows: usize, cols: usize, fused_add: bool) -> String {
+    let name = match fused_add {
+        false => "rmsnorm_f16",
+        true => "add_rmsnorm_f16",
+    };
+    norm_build(name, rows, cols)
 }
 
 /// The build of norm kernel `name` for `rows` rows of `cols` values (as [`rmsnorm`] picks it).
@@ -956,15 +961,16 @@ mod tests {
     #[test]
     fn dispatched_kernels_exist() {
         let mut names = vec![gemm_f16(1).to_string(), gemm_f16(4096).to_string()];
+        // Llama 3 8B's rows, Gemma 3 270M's, Gemma 3 27B's, one wider than the builds.
+        let widths = [4096, 640, 5376, 70_000];
         for fused_add in [false, true] {
             for copy in [InputCopy::None, InputCopy::Half, InputCopy::Int8] {
-                // Llama 3 8B's rows, Gemma 3 270M's, Gemma 3 27B's, one wider than the builds.
-                for cols in [4096, 640, 5376, 70_000] {
+                for cols in widths {
                     names.extend([1, 512].map(|rows| rmsnorm(rows, cols, fused_add, copy)));
                 }
             }
+            names.extend(widths.map(|cols| rmsnorm_half_only(512, cols, fused_add)));
         }
-        names.extend([4096, 640, 5376, 70_000].map(|cols| rmsnorm_half_only(512, cols)));
         for d in [64, 128, 256] {
             names.push(flash_attention(d, d, 512).unwrap().to_string());
         }

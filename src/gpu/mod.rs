@@ -1113,14 +1113,16 @@ impl Gpu {
         Ok(rows)
     }
 
-    /// RMS norm of rows of `cols`, by the first `cols` weights of `w`. Norms of whole hidden
-    /// rows feed products, so they also write the copy products read ([`Gpu::input_copy`]);
-    /// per-head ones (QK norms) feed rope.
+    /// RMS norm of rows of `cols`, by the first `cols` weights of `w`: of `x` or, with `add`
+    /// (`y` and a buffer for the sum), of `x + y`, the sum stored into that buffer in the same
+    /// pass. Norms of whole hidden rows feed products, so they also write the copy products read
+    /// ([`Gpu::input_copy`]); per-head ones (QK norms) feed rope.
     /// With `products_only` (nothing but products reads the output), where those read f16 the
     /// output is written in f16 alone.
     fn norm_rows(
         &self,
         x: &Act,
+        add: Option<(&Act, &mut DeviceBuffer<f32>)>,
         w: &DeviceBuffer<f32>,
         cols: usize,
         eps: f32,
@@ -1131,24 +1133,29 @@ impl Gpu {
             true => self.input_copy(rows, cols),
             false => InputCopy::None,
         };
-        let mut y_copy = self.copy_buffer(copy, x.len())?;
+        let fused_add = add.is_some();
+        let (y, sum) = add.unzip();
+        let mut h_copy = self.copy_buffer(copy, x.len())?;
         let half_only = products_only && copy == InputCopy::Half;
-        let mut y = match half_only {
+        let mut h = match half_only {
             true => None,
             false => Some(self.alloc(x.len())?),
         };
-        let mut args = vec![x.f32()?.into(), w.into()];
-        args.extend(y.as_mut().map(Arg::from));
-        args.extend(y_copy.arg());
+        let mut args = vec![x.f32()?.into()];
+        args.extend(y.map(Act::f32).transpose()?.map(Arg::from));
+        args.push(w.into());
+        args.extend(sum.map(Arg::from));
+        args.extend(h.as_mut().map(Arg::from));
+        args.extend(h_copy.arg());
         args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
         let kernel = match half_only {
-            true => dispatch::rmsnorm_half_only(rows, cols),
-            false => dispatch::rmsnorm(rows, cols, false, copy),
+            true => dispatch::rmsnorm_half_only(rows, cols, fused_add),
+            false => dispatch::rmsnorm(rows, cols, fused_add, copy),
         };
         self.launch(&*self.kernel(&kernel)?, &mut args)?;
-        Ok(match (y, y_copy) {
-            (Some(y), y_copy) => Act::with_copy(y, y_copy),
-            (None, CopyBuffer::Half(y)) => Act::half_only(y),
+        Ok(match (h, h_copy) {
+            (Some(h), h_copy) => Act::with_copy(h, h_copy),
+            (None, CopyBuffer::Half(h)) => Act::half_only(h),
             (None, _) => unreachable!("an f16-only norm writes its f16 copy"),
         })
     }
@@ -1654,12 +1661,12 @@ impl Backend for Gpu {
     }
 
     fn rms_norm(&self, x: &Act, weight: &DeviceBuffer<f32>, eps: f32) -> Result<Act> {
-        self.norm_rows(x, weight, weight.len(), eps, false)
+        self.norm_rows(x, None, weight, weight.len(), eps, false)
     }
 
     /// For prefill-size batches, whose products read f16: the output in f16 alone.
     fn rms_norm_for_products(&self, x: &Act, weight: &DeviceBuffer<f32>, eps: f32) -> Result<Act> {
-        self.norm_rows(x, weight, weight.len(), eps, true)
+        self.norm_rows(x, None, weight, weight.len(), eps, true)
     }
 
     fn rms_norm_unit(&self, x: &Act, width: usize, eps: f32) -> Result<Act> {
@@ -1675,7 +1682,7 @@ impl Backend for Gpu {
                 }
             }
         };
-        self.norm_rows(x, &ones, width, eps, false)
+        self.norm_rows(x, None, &ones, width, eps, false)
     }
 
     fn rope(
@@ -1843,6 +1850,8 @@ impl Backend for Gpu {
         Ok(())
     }
 
+    /// For prefill-size batches, whose products read f16: the norm in f16 alone (the sum, the
+    /// residual stream, in f32).
     fn add_rms_norm(
         &self,
         x: &mut Act,
@@ -1850,22 +1859,10 @@ impl Backend for Gpu {
         weight: &DeviceBuffer<f32>,
         eps: f32,
     ) -> Result<Act> {
-        let cols = weight.len();
-        let rows = x.len() / cols;
-        let copy = self.input_copy(rows, cols);
         let mut sum = self.alloc(x.len())?;
-        let mut h = self.alloc(x.len())?;
-        let mut h_copy = self.copy_buffer(copy, x.len())?;
-        let mut args = vec![x.f32()?.into(), y.f32()?.into(), weight.into()];
-        args.extend([(&mut sum).into(), (&mut h).into()]);
-        args.extend(h_copy.arg());
-        args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
-        self.launch(
-            &*self.kernel(&dispatch::rmsnorm(rows, cols, true, copy))?,
-            &mut args,
-        )?;
+        let h = self.norm_rows(x, Some((y, &mut sum)), weight, weight.len(), eps, true)?;
         *x = sum.into();
-        Ok(Act::with_copy(h, h_copy))
+        Ok(h)
     }
 
     fn scale(&self, x: &mut Act, s: f32) -> Result<()> {
