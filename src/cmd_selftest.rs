@@ -838,45 +838,6 @@ mod tests {
         }
     }
 
-    /// gemm_wg's one-warpgroup tile on two K ways (KWAYS=2: two consumer warpgroups taking
-    /// alternate pairs of slices, way 1's sums added by way 0 through the ring): 300 x 200 x
-    /// 1536 (ragged tiles; six super-blocks, so the 5- and 6-deep rings wrap at every
-    /// offset), Q4_K, Q5_K, Q6_K and Q8_0, storing, and adding into an output holding nonzero
-    /// values with atomics and with TMA reductions.
-    #[test]
-    fn gemm_wg_k_ways_add_their_sums_through_the_ring() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
-        let tile = "WG=1,BT=256,PRODUCER=1,SHFL_SCALES=1,KWAYS=2";
-        for kernel in ["gemm_q4k_wg", "gemm_q5k_wg", "gemm_q6k_wg", "gemm_q8_0_wg"] {
-            let plain = WgCase::new(kernel, [300, 200, 1536]);
-            let mut adding = WgCase::new(kernel, [300, 200, 1536]);
-            let addends = harness::addends(adding.want.len());
-            for (want, &a) in adding.want.iter_mut().zip(&addends) {
-                *want += f64::from(a);
-            }
-            for (stages, end) in [(6, ""), (5, ""), (6, ",ADD_OUTPUT=1")]
-                .into_iter()
-                .chain((kernel == "gemm_q4k_wg").then_some((5, ",TMA_STORE=1,ADD_OUTPUT=1")))
-            {
-                let variant = format!("{tile},STAGES={stages}{end}");
-                let name = format!("{kernel}@{variant}");
-                let c = compile(&dir.join("gemm_wg.tile"), &variant);
-                let case = if end.is_empty() { &plain } else { &adding };
-                let mut args = case.args(1);
-                if !end.is_empty() {
-                    args[2] = Arg::Buffer(Buffer::from_f32(&addends));
-                }
-                let interp = Interpreter::new(&c.module).sources(&c.sources);
-                assert_eq!(interp.block(kernel).unwrap(), [384, 1, 1], "{name}");
-                let grid = interp.grid(kernel, &args).unwrap();
-                interp
-                    .run(kernel, grid, interp.block(kernel).unwrap(), &mut args)
-                    .unwrap_or_else(|e| panic!("{name}: {e}"));
-                case.check(&args[2], &name);
-            }
-        }
-    }
-
     /// gemm_wg's K splits through shared memory (TMA_STORE) add their parts into the zeroed
     /// output with TMA reductions: 300 x 136 (four ragged tiles; the second token tile, moved
     /// back, adds with atomics) by K of three super-blocks in two and in three, Q4_K and Q6_K.
