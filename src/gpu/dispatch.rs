@@ -635,9 +635,9 @@ const WGMMA_SMS: usize = 132;
 /// (T = 512, N = 4096, K = 14336: an 8B model's down projection), Q4_K and Q6_K take the former
 /// on its 6-deep ring for a new output (`adds` false): it needs no zeroed output and ran 2-5%
 /// ahead of the split with its memset (H100, sessions 33 and 34: Q4_K 89.4-90.4 -> 85.5-85.7 us,
-/// Q6_K 96.5-97.0 -> 93.1-95.9). A product that adds into its output
-/// (`adds`) keeps the split, which adds as it is; the one-warpgroup tile's adding build reads
-/// the output back (session 31: ~3.5 us more at T = 512, N = 4096) on a 5-deep ring.
+/// Q6_K 96.5-97.0 -> 93.1-95.9). A product that adds into its output (`adds`) keeps the split,
+/// which adds as it is; the one-warpgroup tile's adding build reads the output back (session
+/// 31: ~3.5 us more at T = 512, N = 4096) on a 5-deep ring.
 fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize, adds: bool) -> String {
     let blocks = |rows: usize, tokens: usize| t.div_ceil(tokens) * n.div_ceil(rows);
     let (wide, narrow) = (blocks(128, 256), blocks(64, 256));
