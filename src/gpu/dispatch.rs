@@ -604,10 +604,13 @@ const ONE_WARPGROUP: &str = "WG=1,BT=256,STAGES=5,PRODUCER=1,SHFL_SCALES=1";
 
 /// [`ONE_WARPGROUP`] with a 6-deep ring, for Q4_K and Q6_K unsplit: about 2% faster at T = 384
 /// and 512, N = 4096, K = 4096 and 14336 (H100, docs/PERF.md session 33: Q4_K 30.0 -> 29.3 us
-/// at 512 x 4096 x 4096, Q6_K 32.7 -> 32.0); Q8_0 ran level or slower. Its build that adds
-/// into the output stays on [`ONE_WARPGROUP`]'s ring: a sixth slot and the staging area of its
-/// TMA reductions do not fit in shared memory together.
-const ONE_WARPGROUP_DEEP: &str = "WG=1,BT=256,STAGES=6,PRODUCER=1,SHFL_SCALES=1";
+/// at 512 x 4096 x 4096, Q6_K 32.7 -> 32.0); Q8_0 ran level or slower. Each slice decoded
+/// before its X tile is waited for (`DECODE_FIRST`): 0-4% faster in 8 of 8 pairs (H100,
+/// session 35: Q4_K 86.0 -> 84.5 us at 512 x 4096 x 14336, Q6_K 95.3 -> 91.8), where on the
+/// 5-deep ring it was 2-4% slower at K = 4096. Its build that adds into the output stays on
+/// [`ONE_WARPGROUP`]'s ring: a sixth slot and the staging area of its TMA reductions do not
+/// fit in shared memory together.
+const ONE_WARPGROUP_DEEP: &str = "WG=1,BT=256,STAGES=6,PRODUCER=1,SHFL_SCALES=1,DECODE_FIRST=1";
 
 /// SMs of the GPUs that run gemm_wg (sm_90a: H100 SXM and H200; an H100 PCIe has 114).
 const WGMMA_SMS: usize = 132;
@@ -1442,11 +1445,11 @@ mod tests {
         // The one-warpgroup tile: a 6-deep ring for Q4_K and Q6_K on K of 4096 and more.
         assert_eq!(
             tiles(512, 4096, 4096),
-            "WG=1,BT=256,STAGES=6,PRODUCER=1,SHFL_SCALES=1"
+            "WG=1,BT=256,STAGES=6,PRODUCER=1,SHFL_SCALES=1,DECODE_FIRST=1"
         );
         assert_eq!(
             quant_gemm(GgmlType::Q6_K, 512, 4096, 4096, true).unwrap(),
-            "gemm_q6k_wg@WG=1,BT=256,STAGES=6,PRODUCER=1,SHFL_SCALES=1"
+            "gemm_q6k_wg@WG=1,BT=256,STAGES=6,PRODUCER=1,SHFL_SCALES=1,DECODE_FIRST=1"
         );
         for ty in [GgmlType::Q8_0, GgmlType::Q5_K] {
             let name = quant_gemm(ty, 512, 4096, 4096, true).unwrap();
