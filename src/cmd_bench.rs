@@ -504,7 +504,8 @@ impl EngineDispatch<'_> {
 /// GEMM (above `MATVEC_MAX_T` tokens) or matvec (up to it), the one `gpu::dispatch` picks for
 /// its weight type and activations (f16 or f32 in; int8 blocks for the matvecs, none for the
 /// GEMMs), with or without `wgmma`, or the build the engine's settings put in its place; of a
-/// norm, its build for the rows and their width; of any other kernel, its default.
+/// norm, its build for the rows and their width, writing what the engine's norms write at those
+/// rows; of any other kernel, its default.
 fn engine_runs(name: &str, spec: &Spec, shape: &Shape, engine: &EngineDispatch) -> bool {
     let wgmma = engine.wgmma;
     let decode = |t: usize| t <= dispatch::MATVEC_MAX_T;
@@ -531,23 +532,29 @@ fn engine_runs(name: &str, spec: &Spec, shape: &Shape, engine: &EngineDispatch) 
         }
         (Op::Matvec, Some(ty), _, &[t, n, k]) if decode(t) => Some(dispatch::matvec(ty, t, n, k)),
         (Op::QuantGemm | Op::Matvec, ..) => None,
-        // Where products read f16, a norm that only products read writes f16 alone (the `_f16`
-        // kernels), and the residual add's norm is always one: no `add_` kernel with an f16 copy
-        // runs.
+        // Whole hidden rows write the copy their products read (`Gpu::input_copy`): int8 blocks
+        // or none (by the engine's settings) at decode sizes, f16 at prefill sizes, where a norm
+        // that only products read (the residual add's always) writes f16 alone. Per-head norms
+        // write no copy.
         (Op::RmsNorm | Op::AddRmsNorm, _, _, &[rows, cols]) => {
-            let copy = match spec.copy {
-                None => dispatch::InputCopy::None,
-                Some(Elem::ActS8) => dispatch::InputCopy::Int8,
-                Some(_) => dispatch::InputCopy::Half,
+            use dispatch::InputCopy;
+            let picks = match (spec.op, decode(rows)) {
+                (Op::AddRmsNorm, true) => vec![
+                    dispatch::add_rmsnorm(rows, cols, InputCopy::None),
+                    dispatch::add_rmsnorm(rows, cols, InputCopy::Int8),
+                ],
+                (Op::AddRmsNorm, false) => vec![dispatch::add_rmsnorm(rows, cols, InputCopy::Half)],
+                (_, true) => vec![
+                    dispatch::rmsnorm(rows, cols, InputCopy::None),
+                    dispatch::rmsnorm(rows, cols, InputCopy::Int8),
+                ],
+                (_, false) => vec![
+                    dispatch::rmsnorm(rows, cols, InputCopy::None),
+                    dispatch::rmsnorm(rows, cols, InputCopy::Half),
+                    dispatch::rmsnorm_half_only(rows, cols),
+                ],
             };
-            let fused_add = spec.op == Op::AddRmsNorm;
-            match (spec.out, copy) {
-                (Elem::F16, _) => {
-                    (!decode(rows)).then(|| dispatch::rmsnorm_half_only(rows, cols, fused_add))
-                }
-                (_, dispatch::InputCopy::Half) if fused_add => None,
-                _ => Some(dispatch::rmsnorm(rows, cols, fused_add, copy)),
-            }
+            return picks.iter().any(|pick| pick == name);
         }
         _ => return !name.contains('@'),
     };
@@ -735,14 +742,21 @@ mod tests {
         assert!(runs("rmsnorm_f32@BLOCK=1024,VEC=1", &[4, 64], true));
         assert!(!runs("rmsnorm_f32", &[4, 64], true));
         assert!(runs("rmsnorm_f32h", &[512, 4096], true));
+        // Each copy at the sizes of the products that read it: f16 at prefill sizes, int8
+        // blocks at decode sizes.
+        assert!(!runs("rmsnorm_f32h@BLOCK=1024,VEC=1", &[8, 4096], true));
+        assert!(runs("rmsnorm_f32q@BLOCK=1024,VEC=1", &[8, 4096], true));
+        assert!(!runs("rmsnorm_f32q", &[512, 4096], true));
         // Where products read f16: the norms that write it alone, the residual add's always.
         assert!(runs("rmsnorm_f16", &[512, 4096], true));
-        assert!(!runs("rmsnorm_f16@BLOCK=1024,VEC=4", &[8, 4096], true));
+        assert!(!runs("rmsnorm_f16@BLOCK=1024,VEC=1", &[8, 4096], true));
         assert!(runs("add_rmsnorm_f16", &[512, 4096], true));
         assert!(runs("add_rmsnorm_f16@VEC=2", &[512, 2048], true));
-        assert!(!runs("add_rmsnorm_f32h", &[512, 4096], true));
-        assert!(!runs("add_rmsnorm_f32h@VEC=2", &[512, 2048], true));
+        assert!(!runs("add_rmsnorm_f16@BLOCK=1024,VEC=1", &[8, 4096], true));
+        assert!(!runs("add_rmsnorm_f32", &[512, 4096], true));
+        assert!(runs("add_rmsnorm_f32@BLOCK=1024,VEC=1", &[8, 4096], true));
         assert!(runs("add_rmsnorm_f32q@BLOCK=1024,VEC=1", &[8, 4096], true));
+        assert!(!runs("add_rmsnorm_f32q", &[512, 4096], true));
         // Other kernels: their default build only.
         assert!(runs("softmax_rows", &[4, 64], true));
         assert!(!runs("softmax_rows@BLOCK=512", &[4, 64], true));

@@ -168,7 +168,6 @@ pub const SPECS: &[Spec] = &[
     spec("add_rmsnorm_f32", Op::AddRmsNorm, Elem::F32, Elem::F32),
     spec("add_rmsnorm_f16", Op::AddRmsNorm, Elem::F32, Elem::F16),
     with_copy("rmsnorm_f32h", Op::RmsNorm, Elem::F16),
-    with_copy("add_rmsnorm_f32h", Op::AddRmsNorm, Elem::F16),
     with_copy("silu_mul_f32h", Op::SiluMul, Elem::F16),
     with_copy("gelu_mul_f32h", Op::GeluMul, Elem::F16),
     spec("softmax_rows", Op::Softmax, Elem::F32, Elem::F32),

@@ -828,31 +828,35 @@ pub enum InputCopy {
     Int8,
 }
 
-/// The RMS norm for `rows` rows of `cols` values (a multiple of 4): with `fused_add`, the
-/// residual add before it in the same pass; with `copy`, the output also in f16 (prefill-size
-/// batches) or as int8 blocks (decode-size ones). One block a row, each thread holding VEC
-/// groups of four of it in registers (kernels/norm.tile): 1024 threads for decode-size batches,
-/// whose few blocks must have as many loads in flight as they can, else 256; VEC the least power
-/// of two that covers the row, as far as the builds go (kernels/variants.txt).
-pub fn rmsnorm(rows: usize, cols: usize, fused_add: bool, copy: InputCopy) -> String {
-    let name = match (copy, fused_add) {
-        (InputCopy::None, false) => "rmsnorm_f32",
-        (InputCopy::None, true) => "add_rmsnorm_f32",
-        (InputCopy::Half, false) => "rmsnorm_f32h",
-        (InputCopy::Half, true) => "add_rmsnorm_f32h",
-        (InputCopy::Int8, false) => "rmsnorm_f32q",
-        (InputCopy::Int8, true) => "add_rmsnorm_f32q",
+/// The RMS norm for `rows` rows of `cols` values (a multiple of 4), in f32 and, with `copy`, also
+/// in f16 (prefill-size batches) or as int8 blocks (decode-size ones). One block a row, each
+/// thread holding VEC groups of four of it in registers (kernels/norm.tile): 1024 threads for
+/// decode-size batches, whose few blocks must have as many loads in flight as they can, else
+/// 256; VEC the least power of two that covers the row, as far as the builds go
+/// (kernels/variants.txt).
+pub fn rmsnorm(rows: usize, cols: usize, copy: InputCopy) -> String {
+    let name = match copy {
+        InputCopy::None => "rmsnorm_f32",
+        InputCopy::Half => "rmsnorm_f32h",
+        InputCopy::Int8 => "rmsnorm_f32q",
     };
     norm_build(name, rows, cols)
 }
 
 /// The RMS norm for `rows` rows of `cols` values that writes its output in f16 alone, for the
-/// tensor-core GEMMs of prefill-size batches when nothing else reads it: with `fused_add`, the
-/// residual add before it in the same pass (its sum in f32: the residual stream).
-pub fn rmsnorm_half_only(rows: usize, cols: usize, fused_add: bool) -> String {
-    let name = match fused_add {
-        false => "rmsnorm_f16",
-        true => "add_rmsnorm_f16",
+/// tensor-core GEMMs of prefill-size batches when nothing else reads it.
+pub fn rmsnorm_half_only(rows: usize, cols: usize) -> String {
+    norm_build("rmsnorm_f16", rows, cols)
+}
+
+/// The residual add and the RMS norm of its sum in one pass, for `rows` rows of `cols` values,
+/// the sum in f32 (the residual stream). Only products read the norm (`Backend::add_rms_norm`):
+/// where they read f16 (`copy`) it is written in f16 alone, else in f32 with `copy`.
+pub fn add_rmsnorm(rows: usize, cols: usize, copy: InputCopy) -> String {
+    let name = match copy {
+        InputCopy::None => "add_rmsnorm_f32",
+        InputCopy::Half => "add_rmsnorm_f16",
+        InputCopy::Int8 => "add_rmsnorm_f32q",
     };
     norm_build(name, rows, cols)
 }
@@ -967,13 +971,12 @@ mod tests {
         let mut names = vec![gemm_f16(1).to_string(), gemm_f16(4096).to_string()];
         // Llama 3 8B's rows, Gemma 3 270M's, Gemma 3 27B's, one wider than the builds.
         let widths = [4096, 640, 5376, 70_000];
-        for fused_add in [false, true] {
+        for cols in widths {
             for copy in [InputCopy::None, InputCopy::Half, InputCopy::Int8] {
-                for cols in widths {
-                    names.extend([1, 512].map(|rows| rmsnorm(rows, cols, fused_add, copy)));
-                }
+                names.extend([1, 512].map(|rows| rmsnorm(rows, cols, copy)));
+                names.extend([1, 512].map(|rows| add_rmsnorm(rows, cols, copy)));
             }
-            names.extend(widths.map(|cols| rmsnorm_half_only(512, cols, fused_add)));
+            names.push(rmsnorm_half_only(512, cols));
         }
         for d in [64, 128, 256] {
             names.push(flash_attention(d, d, 512).unwrap().to_string());

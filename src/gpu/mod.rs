@@ -587,6 +587,20 @@ impl CopyBuffer {
     }
 }
 
+/// What [`Gpu::norm_rows`] normalizes, and who reads the norm.
+enum NormOf<'a> {
+    /// Its input's rows, for any reader.
+    Rows,
+    /// Its input's rows, for products alone.
+    RowsForProducts,
+    /// Its input's rows plus `y`'s, the sum stored into `sum` in the same pass: the residual
+    /// add, whose norm only products read ([`Backend::add_rms_norm`]).
+    Sum {
+        y: &'a Act,
+        sum: &'a mut DeviceBuffer<f32>,
+    },
+}
+
 /// `[capacity][half]` sin and cos of one rope configuration's angles.
 struct RopeRows {
     sin: DeviceBuffer<f32>,
@@ -1113,25 +1127,27 @@ impl Gpu {
         Ok(rows)
     }
 
-    /// RMS norm of rows of `cols`, by the first `cols` weights of `w`: of `x` or, with `add`
-    /// (`y` and a buffer for the sum), of `x + y`, the sum stored into that buffer in the same
-    /// pass. Norms of whole hidden rows feed products, so they also write the copy products read
-    /// ([`Gpu::input_copy`]); per-head ones (QK norms) feed rope.
-    /// With `products_only` (nothing but products reads the output), where those read f16 the
-    /// output is written in f16 alone.
+    /// RMS norm of rows of `cols`, by the first `cols` weights of `w`, of `x` or of a sum
+    /// ([`NormOf`]). Norms of whole hidden rows feed products, so they also write the copy
+    /// products read ([`Gpu::input_copy`]); per-head ones (QK norms) feed rope. Where only
+    /// products read the output and they read f16, it is written in f16 alone.
     fn norm_rows(
         &self,
         x: &Act,
-        add: Option<(&Act, &mut DeviceBuffer<f32>)>,
+        of: NormOf<'_>,
         w: &DeviceBuffer<f32>,
         cols: usize,
         eps: f32,
-        products_only: bool,
     ) -> Result<Act> {
         let rows = x.len() / cols;
         let copy = match cols == self.n_embd {
             true => self.input_copy(rows, cols),
             false => InputCopy::None,
+        };
+        let (add, products_only) = match of {
+            NormOf::Rows => (None, false),
+            NormOf::RowsForProducts => (None, true),
+            NormOf::Sum { y, sum } => (Some((y, sum)), true),
         };
         let fused_add = add.is_some();
         let (y, sum) = add.unzip();
@@ -1148,9 +1164,10 @@ impl Gpu {
         args.extend(h.as_mut().map(Arg::from));
         args.extend(h_copy.arg());
         args.extend([u32_arg(rows)?, u32_arg(cols)?, eps.into()]);
-        let kernel = match half_only {
-            true => dispatch::rmsnorm_half_only(rows, cols, fused_add),
-            false => dispatch::rmsnorm(rows, cols, fused_add, copy),
+        let kernel = match (fused_add, half_only) {
+            (true, _) => dispatch::add_rmsnorm(rows, cols, copy),
+            (false, true) => dispatch::rmsnorm_half_only(rows, cols),
+            (false, false) => dispatch::rmsnorm(rows, cols, copy),
         };
         self.launch(&*self.kernel(&kernel)?, &mut args)?;
         Ok(match (h, h_copy) {
@@ -1661,12 +1678,12 @@ impl Backend for Gpu {
     }
 
     fn rms_norm(&self, x: &Act, weight: &DeviceBuffer<f32>, eps: f32) -> Result<Act> {
-        self.norm_rows(x, None, weight, weight.len(), eps, false)
+        self.norm_rows(x, NormOf::Rows, weight, weight.len(), eps)
     }
 
     /// For prefill-size batches, whose products read f16: the output in f16 alone.
     fn rms_norm_for_products(&self, x: &Act, weight: &DeviceBuffer<f32>, eps: f32) -> Result<Act> {
-        self.norm_rows(x, None, weight, weight.len(), eps, true)
+        self.norm_rows(x, NormOf::RowsForProducts, weight, weight.len(), eps)
     }
 
     fn rms_norm_unit(&self, x: &Act, width: usize, eps: f32) -> Result<Act> {
@@ -1682,7 +1699,7 @@ impl Backend for Gpu {
                 }
             }
         };
-        self.norm_rows(x, None, &ones, width, eps, false)
+        self.norm_rows(x, NormOf::Rows, &ones, width, eps)
     }
 
     fn rope(
@@ -1860,7 +1877,8 @@ impl Backend for Gpu {
         eps: f32,
     ) -> Result<Act> {
         let mut sum = self.alloc(x.len())?;
-        let h = self.norm_rows(x, Some((y, &mut sum)), weight, weight.len(), eps, true)?;
+        let of = NormOf::Sum { y, sum: &mut sum };
+        let h = self.norm_rows(x, of, weight, weight.len(), eps)?;
         *x = sum.into();
         Ok(h)
     }
