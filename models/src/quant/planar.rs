@@ -6,7 +6,10 @@
 //! of 16 bytes when the fields before it are multiples of 16.
 //!
 //! Q6_K's 210-byte block becomes four planes: 128 bytes of low nibbles, 64 of high bit pairs,
-//! 16 of scales, then the 2-byte d of every block; Q8_0's 34-byte block two: the 32 quants of
+//! 16 of scales, then the 2-byte d of every block. In its two quant planes every 16 bytes are
+//! interleaved ([`q6k_lane_position`]): word m holds bytes 2m, 2m + 8, 2m + 1 and 2m + 9, the four
+//! quants' bytes that lane m % 4 of a tensor-core fragment takes for one 16-weight step, so a
+//! kernel loads them as one word and needs no byte shuffle; Q8_0's 34-byte block two: the 32 quants of
 //! every block (after its d in GGUF), then every d; Q5_0's 22-byte block three: the 16 bytes of
 //! nibbles of every block, then every block's 4 bytes of fifth bits, then every d; Q4_0's
 //! 18-byte block two: the nibbles, then every d (Q5_0's layout without the fifth bits); IQ4_NL's
@@ -35,6 +38,19 @@ pub fn planar_fields(ty: GgmlType) -> Option<PlanarFields> {
         GgmlType::Q4_0 | GgmlType::IQ4_NL => Some(&[(2, 16), (0, 2)]),
         _ => None,
     }
+}
+
+/// Where byte `i` (0..16) of 16 bytes of Q6_K quants (low nibbles or high bit pairs) lies in
+/// the planar layout: bytes i and i + 1 (i even, < 8) at 4 (i / 2) and 4 (i / 2) + 2, bytes
+/// i + 8 and i + 9 between them.
+fn q6k_lane_position(i: usize) -> usize {
+    4 * (i % 8 / 2) + 2 * (i % 2) + i / 8
+}
+
+/// Whether the field at block offset `at` of `ty` is stored interleaved by
+/// [`q6k_lane_position`]: Q6_K's low nibbles and high bit pairs.
+fn lane_interleaved(ty: GgmlType, at: usize) -> bool {
+    ty == GgmlType::Q6_K && at < 192
 }
 
 /// Whether [`to_planar`] takes `ty`: the types of [`planar_fields`] and IQ4_XS.
@@ -77,7 +93,18 @@ pub fn to_planar(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>, QuantError> {
     let mut out = Vec::with_capacity(bytes.len());
     for &(at, size) in fields {
         for block in bytes.chunks_exact(ty.type_size()) {
-            out.extend_from_slice(&block[at..at + size]);
+            let field = &block[at..at + size];
+            if lane_interleaved(ty, at) {
+                for group in field.chunks_exact(16) {
+                    let mut lanes = [0u8; 16];
+                    for (i, &byte) in group.iter().enumerate() {
+                        lanes[q6k_lane_position(i)] = byte;
+                    }
+                    out.extend_from_slice(&lanes);
+                }
+            } else {
+                out.extend_from_slice(field);
+            }
         }
     }
     debug_assert_eq!(out.len(), blocks * ty.type_size());
@@ -94,8 +121,17 @@ pub fn from_planar(ty: GgmlType, planes: &[u8]) -> Result<Vec<u8>, QuantError> {
     let mut plane_start = 0;
     for &(at, size) in fields {
         for (b, block) in out.chunks_exact_mut(ty.type_size()).enumerate() {
-            let from = plane_start + b * size;
-            block[at..at + size].copy_from_slice(&planes[from..from + size]);
+            let from = &planes[plane_start + b * size..plane_start + (b + 1) * size];
+            let field = &mut block[at..at + size];
+            if lane_interleaved(ty, at) {
+                for (group, lanes) in field.chunks_exact_mut(16).zip(from.chunks_exact(16)) {
+                    for (i, byte) in group.iter_mut().enumerate() {
+                        *byte = lanes[q6k_lane_position(i)];
+                    }
+                }
+            } else {
+                field.copy_from_slice(from);
+            }
         }
         plane_start += blocks * size;
     }
@@ -154,6 +190,19 @@ mod tests {
         let planes = to_planar(ty, &bytes).unwrap();
         assert_eq!(planes.len(), bytes.len());
         assert_ne!(planes, bytes);
+        // Block 1's low nibbles at 128, interleaved: bytes 2m, 2m + 8, 2m + 1, 2m + 9 per word m
+        // of each 16; its high bit pairs at 3 x 128 + 64, the same way.
+        for (plane, at, size) in [(0, 0, 128), (3 * 128, 128, 64)] {
+            let (lanes, gguf) = (&planes[plane + size..], &bytes[210 + at..]);
+            for group in 0..size / 16 {
+                for m in 0..4 {
+                    let word = &lanes[16 * group + 4 * m..][..4];
+                    let want =
+                        [2 * m, 2 * m + 8, 2 * m + 1, 2 * m + 9].map(|i| gguf[16 * group + i]);
+                    assert_eq!(word, want);
+                }
+            }
+        }
         // Block 1's scales (bytes 192..208) sit in the scales plane, after 3 x (128 + 64) bytes.
         assert_eq!(planes[576 + 16..576 + 32], bytes[210 + 192..210 + 208]);
         // Block 2's d is the last two bytes.
