@@ -1681,7 +1681,8 @@ impl Backend for Gpu {
         self.norm_rows(x, NormOf::Rows, weight, weight.len(), eps)
     }
 
-    /// For prefill-size batches, whose products read f16: the output in f16 alone.
+    /// Read by products alone: where they read f16 (prefill-size batches) the output is in f16
+    /// alone; elsewhere as `rms_norm`.
     fn rms_norm_for_products(&self, x: &Act, weight: &DeviceBuffer<f32>, eps: f32) -> Result<Act> {
         self.norm_rows(x, NormOf::RowsForProducts, weight, weight.len(), eps)
     }
@@ -1867,8 +1868,8 @@ impl Backend for Gpu {
         Ok(())
     }
 
-    /// For prefill-size batches, whose products read f16: the norm in f16 alone (the sum, the
-    /// residual stream, in f32).
+    /// The norm is read by products alone: where they read f16 (prefill-size batches) it is in
+    /// f16 alone; the sum, the residual stream, is in f32 at every size.
     fn add_rms_norm(
         &self,
         x: &mut Act,
