@@ -917,6 +917,7 @@ mod tests {
     use super::*;
     use crate::registry::embedded;
     use crate::specs::variant_param;
+    use zinc_models::quant::from_planar;
 
     /// Every name the dispatch can produce is registered for every embedded arch.
     #[test]
@@ -1605,7 +1606,8 @@ mod tests {
         );
     }
 
-    /// Q4_K goes up as it is; Q6_K in planes: block 0's first low-nibble bytes first, block 1's
+    /// Q4_K goes up as it is; Q6_K in planes: block 0's low-nibble bytes first (each 16
+    /// interleaved, word m holding bytes 2m, 2m + 8, 2m + 1, 2m + 9), then block 1's, block 1's
     /// scales after both blocks' 192 bytes of quants.
     #[test]
     fn device_layouts() {
@@ -1623,8 +1625,10 @@ mod tests {
         let planar = le(&device_words(GgmlType::Q6_K, &raw).unwrap());
         assert_eq!(planar.len(), 432);
         assert_eq!(planar[420..], [0; 12]);
-        assert_eq!(planar[..128], raw[..128]);
-        assert_eq!(planar[128..256], raw[210..338]);
+        assert_eq!(planar[..4], [raw[0], raw[8], raw[1], raw[9]]);
+        assert_eq!(planar[124..128], [raw[118], raw[126], raw[119], raw[127]]);
+        assert_eq!(planar[128..132], [raw[210], raw[218], raw[211], raw[219]]);
+        assert_eq!(from_planar(GgmlType::Q6_K, &planar[..420]).unwrap(), raw);
         assert_eq!(
             planar[2 * 192 + 16..2 * 192 + 32],
             raw[210 + 192..210 + 208]
