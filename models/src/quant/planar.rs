@@ -7,10 +7,10 @@
 //!
 //! Q6_K's 210-byte block becomes four planes: 128 bytes of low nibbles, 64 of high bit pairs,
 //! 16 of scales, then the 2-byte d of every block. In its two quant planes every 16 bytes are
-//! interleaved ([`q6k_lane_position`]): word m holds bytes 2m, 2m + 8, 2m + 1 and 2m + 9, the four
-//! quants' bytes that lane m % 4 of a tensor-core fragment takes for one 16-weight step, so a
-//! kernel loads them as one word and needs no byte shuffle; Q8_0's 34-byte block two: the 32 quants of
-//! every block (after its d in GGUF), then every d; Q5_0's 22-byte block three: the 16 bytes of
+//! interleaved ([`q6k_lane_position`]): word m holds bytes 2m, 2m + 8, 2m + 1 and 2m + 9, the
+//! four quants' bytes that lane m of a tensor-core fragment takes for one 16-weight step, so a
+//! kernel loads them as one word and needs no byte shuffle. Q8_0's 34-byte block becomes two
+//! planes: the 32 quants of every block (after its d in GGUF), then every d; Q5_0's 22-byte block three: the 16 bytes of
 //! nibbles of every block, then every block's 4 bytes of fifth bits, then every d; Q4_0's
 //! 18-byte block two: the nibbles, then every d (Q5_0's layout without the fifth bits); IQ4_NL's
 //! the same (its nibbles index a table of levels instead).
