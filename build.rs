@@ -5,7 +5,11 @@
 //! `kernels/variants.txt` (format in src/variants.rs), for every arch in `ZINC_ARCHS` (default
 //! below) or, for a line with an arch list, for those of its archs that are built. A line's
 //! module keeps only the kernels that declare every parameter it sets and that it gives a build
-//! they do not have yet (`variants::Selection`); a line that gives none is an error. The result is
+//! they do not have yet (`variants::Selection`); a line that gives none is an error. A kernel
+//! whose PTX for an arch comes out the same as an earlier build's (a parameter it ignores, as
+//! Q8_0 ignores SHFL_SCALES) is registered as a copy of that build (`same_as`), its entry dropped
+//! from the line's module: the engine may ask for either name, `bench-kernels --tune` and
+//! `selftest` run the code once. The result is
 //! `$OUT_DIR/kernels.rs`: a static table, per arch, of PTX modules (one per family and variant,
 //! pulled in with `include_str!`) and each kernel's launch manifest, which `src/registry.rs`
 //! includes. A compile error fails the build with the compiler's rendered diagnostics.
@@ -17,7 +21,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use zinc_codegen::{CodegenError, Emit, Options};
+use zinc_codegen::{CodegenError, Emit, KernelInfo, Options};
 use zinc_dsl::ir::{FunctionKind, Module as IrModule};
 
 #[path = "src/variants.rs"]
@@ -67,9 +71,30 @@ struct Module {
     family: String,
     defines: Vec<(String, String)>,
     ptx_path: PathBuf,
-    /// (registry key, manifest JSON) per kernel.
-    kernels: Vec<(String, String)>,
+    kernels: Vec<Entry>,
 }
+
+/// A kernel of a module: its registry key, its manifest JSON, and for a copy, the key of the
+/// earlier build whose code it is (the entry in this module's PTX is then that build's).
+struct Entry {
+    key: String,
+    manifest: String,
+    same_as: Option<String>,
+}
+
+/// A distinct build of a kernel for one arch, for finding copies of it.
+struct Build {
+    /// Its PTX entry, normalized by [`normalized_entry`].
+    code: String,
+    /// Its manifest without the specialization.
+    launch: KernelInfo,
+    /// Its module's index in the arch's table.
+    module: usize,
+    key: String,
+}
+
+/// The builds of one arch so far, per kernel symbol.
+type Builds = std::collections::HashMap<String, Vec<Build>>;
 
 fn run() -> Result<(), String> {
     let root = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
@@ -93,6 +118,7 @@ fn run() -> Result<(), String> {
     let mut selection = variants::Selection::default();
     let mut table: Vec<(&str, Vec<Module>)> =
         options.iter().map(|o| (o.arch.name, Vec::new())).collect();
+    let mut builds: Vec<Builds> = options.iter().map(|_| Builds::new()).collect();
     for job in &jobs {
         let mut compilation = zinc_dsl::compile_file(&job.path, &job.defines()).map_err(|f| {
             format!(
@@ -110,7 +136,7 @@ fn run() -> Result<(), String> {
             .collect();
         let mut portable = compilation.module.clone();
         portable.retain_kernels(|name| !sm90a_only.iter().any(|k| k == name));
-        for (opts, (arch, modules)) in options.iter().zip(&mut table) {
+        for ((opts, (arch, modules)), builds) in options.iter().zip(&mut table).zip(&mut builds) {
             if !job.for_arch(arch) {
                 continue;
             }
@@ -127,22 +153,22 @@ fn run() -> Result<(), String> {
             }
             let output = zinc_codegen::compile(module, opts, Emit::Ptx)
                 .map_err(|e| codegen_failure(job, arch, e, &compilation.sources))?;
+            let (ptx, kernels) = register_kernels(job, &output, modules, builds)?;
+            if kernels.is_empty() {
+                continue;
+            }
             let key = job.key(&job.family);
             let dir = out_dir.join("kernels").join(arch);
             fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
             let ptx_path = dir.join(format!("{key}.ptx"));
-            fs::write(&ptx_path, &output.text)
+            fs::write(&ptx_path, &ptx)
                 .map_err(|e| format!("writing {}: {e}", ptx_path.display()))?;
             modules.push(Module {
                 key,
                 family: job.family.clone(),
                 defines: job.defines(),
                 ptx_path,
-                kernels: output
-                    .kernels
-                    .iter()
-                    .map(|k| (job.key(&k.name), k.to_json()))
-                    .collect(),
+                kernels,
             });
         }
     }
@@ -152,6 +178,109 @@ fn run() -> Result<(), String> {
     let generated = out_dir.join("kernels.rs");
     fs::write(&generated, generated_text)
         .map_err(|e| format!("writing {}: {e}", generated.display()))
+}
+
+/// The kernels of `output` (compiled from `job` for one arch, whose `modules` and `builds` so
+/// far are given) to register: each is a new build, or a copy of an earlier one, which is
+/// registered beside it in its module and dropped from `output`'s PTX. Returns the PTX of the
+/// new builds and their entries (none: the module is not needed).
+fn register_kernels(
+    job: &Job,
+    output: &zinc_codegen::Output,
+    modules: &mut [Module],
+    builds: &mut Builds,
+) -> Result<(String, Vec<Entry>), String> {
+    let mut ptx = output.text.clone();
+    let mut kernels = Vec::new();
+    for k in &output.kernels {
+        let (key, manifest) = (job.key(&k.name), k.to_json());
+        let code = normalized_entry(&output.text, &k.name).ok_or_else(|| {
+            format!(
+                "error: no entry `{}` in the PTX of {}",
+                k.name,
+                job.key(&job.family)
+            )
+        })?;
+        let launch = KernelInfo {
+            specialization: Vec::new(),
+            ..k.clone()
+        };
+        let earlier = builds.entry(k.name.clone()).or_default();
+        match earlier
+            .iter()
+            .find(|b| b.code == code && b.launch == launch)
+        {
+            // The same code as an earlier build (a parameter this kernel ignores).
+            Some(original) => {
+                modules[original.module].kernels.push(Entry {
+                    key,
+                    manifest,
+                    same_as: Some(original.key.clone()),
+                });
+                ptx = without_entry(&ptx, &k.name);
+            }
+            None => {
+                earlier.push(Build {
+                    code,
+                    launch,
+                    module: modules.len(),
+                    key: key.clone(),
+                });
+                kernels.push(Entry {
+                    key,
+                    manifest,
+                    same_as: None,
+                });
+            }
+        }
+    }
+    Ok((ptx, kernels))
+}
+
+/// The span of kernel `name`'s entry in `ptx`: from `.visible .entry NAME(` to its closing brace.
+fn entry_span(ptx: &str, name: &str) -> Option<std::ops::Range<usize>> {
+    let start = ptx.find(&format!(".visible .entry {name}("))?;
+    let end = start + ptx[start..].find("\n}\n")? + 3;
+    Some(start..end)
+}
+
+/// Kernel `name`'s entry in `ptx` with what differs between two modules holding the same code
+/// renamed: the symbol (its parameters' names), LLVM's block labels (numbered by function within
+/// the module) and the mbarrier waits' labels (codegen's `${:uid}`, numbered within the
+/// compilation), each label by the order it first appears in.
+fn normalized_entry(ptx: &str, name: &str) -> Option<String> {
+    let text = ptx[entry_span(ptx, name)?].replace(name, "KERNEL");
+    let mut out = String::with_capacity(text.len());
+    let mut labels: Vec<&str> = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(at) = ["$L__BB", "zinc_wait_"]
+        .iter()
+        .filter_map(|p| rest.find(p))
+        .min()
+    {
+        out.push_str(&rest[..at]);
+        let len = rest[at..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+            .unwrap_or(rest.len() - at);
+        let label = &rest[at..at + len];
+        let id = labels.iter().position(|l| *l == label).unwrap_or_else(|| {
+            labels.push(label);
+            labels.len() - 1
+        });
+        let _ = write!(out, "L{id}");
+        rest = &rest[at + len..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// `ptx` without kernel `name`'s entry and the comment LLVM puts before it.
+fn without_entry(ptx: &str, name: &str) -> String {
+    let mut out = ptx.to_string();
+    if let Some(span) = entry_span(&out, name) {
+        out.replace_range(span, "");
+    }
+    out.replacen(&format!("\t// .globl\t{name}\n"), "", 1)
 }
 
 /// `static KERNEL_SOURCES: &[(&str, &str)]`: every `.tile` file under `dir`, by its path
@@ -296,7 +425,7 @@ fn check_unique_keys(table: &[(&str, Vec<Module>)]) -> Result<(), String> {
     for (_, modules) in table {
         let mut keys: Vec<&str> = modules
             .iter()
-            .flat_map(|m| m.kernels.iter().map(|(k, _)| k.as_str()))
+            .flat_map(|m| m.kernels.iter().map(|k| k.key.as_str()))
             .collect();
         keys.sort_unstable();
         if let Some(dup) = keys.windows(2).find(|w| w[0] == w[1]) {
@@ -324,10 +453,11 @@ fn render_table(table: &[(&str, Vec<Module>)]) -> String {
                 m.defines,
                 m.ptx_path.display().to_string()
             );
-            for (key, manifest) in &m.kernels {
+            for k in &m.kernels {
                 let _ = writeln!(
                     s,
-                    "            EmbeddedKernel {{ name: {key:?}, manifest: {manifest:?} }},"
+                    "            EmbeddedKernel {{ name: {:?}, manifest: {:?}, same_as: {:?} }},",
+                    k.key, k.manifest, k.same_as
                 );
             }
             s.push_str("        ] },\n");

@@ -142,8 +142,12 @@ pub fn run(args: &Args) -> Result<()> {
                 || (args.filters.iter()).any(|f| bench_filter_matches(n, f, args.dispatch))
         })
         .filter(|n| {
-            let named = |f: &String| f.contains('@') && harness::filter_matches(n, f);
-            args.tune || args.dispatch || !n.contains('@') || args.filters.iter().any(named)
+            // A copy of another build (registry::EmbeddedKernel::same_as) only where the
+            // dispatch runs it under its name or a filter names it.
+            (args.tune && !bench.registry.is_copy(n))
+                || args.dispatch
+                || !n.contains('@')
+                || harness::variant_filter_matches(n, &args.filters)
         })
         .collect();
     for filter in unmatched_filters(&names, &args.filters, args.dispatch) {

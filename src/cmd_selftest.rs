@@ -28,9 +28,12 @@ pub fn run(args: &Args) -> Result<()> {
     let stream = device.default_stream();
     println!("{}", harness::device_line(&device, &registry));
 
+    // A copy of another build (registry::EmbeddedKernel::same_as) runs that build's code: only
+    // where a filter names a variant it matches.
     let names: Vec<&str> = registry
         .names()
         .filter(|n| harness::any_filter_matches(n, &args.filters))
+        .filter(|n| !registry.is_copy(n) || harness::variant_filter_matches(n, &args.filters))
         .collect();
     let mut rows: Vec<Row> = (names.iter())
         .filter(|name| spec_for(name).is_none())

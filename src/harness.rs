@@ -31,6 +31,13 @@ pub fn any_filter_matches(name: &str, filters: &[String]) -> bool {
     filters.is_empty() || filters.iter().any(|f| filter_matches(name, f))
 }
 
+/// Whether one of `filters` names a variant (`kernel@...`) that `name` passes.
+pub fn variant_filter_matches(name: &str, filters: &[String]) -> bool {
+    filters
+        .iter()
+        .any(|f| f.contains('@') && filter_matches(name, f))
+}
+
 /// Opens GPU 0, or with `ZINC_DEVICE=emulated` the emulated device, whose kernels the CPU
 /// interpreter runs (src/emulator.rs; slow, for tiny models). Errors stay one line ("no CUDA
 /// driver ...").

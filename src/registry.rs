@@ -32,6 +32,9 @@ pub struct EmbeddedKernel {
     pub name: &'static str,
     /// The launch manifest (see [`KernelSignature::from_json`]).
     pub manifest: &'static str,
+    /// For a build whose code is that of an earlier one (a variants.txt line setting a
+    /// parameter this kernel ignores), that build's name: both run the same PTX entry.
+    pub same_as: Option<&'static str>,
 }
 
 include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
@@ -158,6 +161,17 @@ impl Registry {
             .flat_map(|m| m.kernels.iter().map(|k| k.name))
     }
 
+    /// Whether `name` is a copy of another build (see [`EmbeddedKernel::same_as`]): timing or
+    /// checking it repeats that build's.
+    pub fn is_copy(&self, name: &str) -> bool {
+        self.entry(name).is_some_and(|(_, k)| k.same_as.is_some())
+    }
+
+    fn entry(&self, name: &str) -> Option<(&'static EmbeddedModule, &'static EmbeddedKernel)> {
+        (self.arch.modules.iter())
+            .find_map(|m| m.kernels.iter().find(|k| k.name == name).map(|k| (m, k)))
+    }
+
     /// The kernel `name`, loading its module on first use.
     pub fn kernel(&self, name: &str) -> Result<Arc<Kernel>, RegistryError> {
         let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
@@ -165,10 +179,7 @@ impl Registry {
             return Ok(kernel.clone());
         }
         let (module, entry) = self
-            .arch
-            .modules
-            .iter()
-            .find_map(|m| m.kernels.iter().find(|k| k.name == name).map(|k| (m, k)))
+            .entry(name)
             .ok_or_else(|| RegistryError::UnknownKernel {
                 name: name.to_string(),
             })?;
@@ -295,9 +306,44 @@ mod tests {
                     let sig = parse_manifest(entry).unwrap();
                     let symbol = entry.name.split('@').next().unwrap();
                     assert_eq!(sig.name, symbol);
-                    assert!(module.ptx.contains(&format!(".entry {symbol}(")));
+                    assert_eq!(module.ptx.matches(&format!(".entry {symbol}(")).count(), 1);
+                    // A copy sits beside the build it copies, which is no copy.
+                    if let Some(original) = entry.same_as {
+                        let beside = module.kernels.iter().find(|k| k.name == original);
+                        assert!(
+                            beside.is_some_and(|k| k.same_as.is_none()),
+                            "{} copies {original}",
+                            entry.name
+                        );
+                        assert_eq!(original.split('@').next(), Some(symbol));
+                    }
                 }
             }
+        }
+    }
+
+    /// A variants.txt line's build that gives a kernel no new code is registered as a copy of
+    /// the first build it repeats: SHFL_SCALES shares only Q4_K's and Q5_K's chunk scales, and
+    /// DECODE_FIRST decodes only the K-quants' slices early, so Q8_0's one-warpgroup tile with
+    /// either or both is its tile without.
+    #[test]
+    fn builds_of_ignored_parameters_are_copies() {
+        let Some(arch) = EMBEDDED.iter().find(|a| a.arch == "sm_90a") else {
+            eprintln!("skipped: this build has no sm_90a kernels");
+            return;
+        };
+        let entry = |name: &str| {
+            (arch.modules.iter().flat_map(|m| m.kernels.iter()))
+                .find(|k| k.name == name)
+                .unwrap_or_else(|| panic!("{name} is not registered"))
+        };
+        let tile = "WG=1,BT=256,STAGES=6,PRODUCER=1";
+        let original = format!("gemm_q8_0_wg@{tile}");
+        assert_eq!(entry(&original).same_as, None);
+        for extra in [",SHFL_SCALES=1", ",SHFL_SCALES=1,DECODE_FIRST=1"] {
+            let copy = entry(&format!("gemm_q8_0_wg@{tile}{extra}"));
+            assert_eq!(copy.same_as, Some(original.as_str()));
+            assert_eq!(entry(&format!("gemm_q4k_wg@{tile}{extra}")).same_as, None);
         }
     }
 
