@@ -237,10 +237,10 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
     /// The low word of a wgmma shared-memory matrix descriptor for `ptr`: start address / 16 in
     /// bits 0-13, leading offset 1 (unused when swizzled) at bit 16. A shared address is under
     /// 2^18 (228 KiB at most), so the start needs no mask, and adding the offset's bit lets
-    /// ptxas fold both into one `LEA.HI` per MMA (a mask cost three more). The high word is the
-    /// constant WGMMA_DESCRIPTOR_HIGH, and the two go to the PTX apart: as one 64-bit value,
-    /// LLVM widens the address arithmetic to 64 bits and ptxas spends five instructions per MMA
-    /// on it.
+    /// ptxas fold both into one `ULEA.HI` per MMA (with the mask it took three). The high word
+    /// is the constant WGMMA_DESCRIPTOR_HIGH, and the two go to the PTX apart: as one 64-bit
+    /// value, LLVM widens the address arithmetic to 64 bits and ptxas spends five instructions
+    /// per MMA on it.
     fn wgmma_descriptor_low(
         &self,
         ptr: BasicValueEnum<'ctx>,
