@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use thiserror::Error;
 use zinc_dsl::ir::Type;
 use zinc_dsl::Compilation;
-use zinc_interp::{Arg, Buffer, Interpreter, Value};
+use zinc_interp::{Arg, Buffer, ErrorKind, Interpreter, Value};
 use zinc_runtime::emulated::HostLaunchError;
 use zinc_runtime::{Device, HostArg, HostLauncher, LaunchDims, ScalarValue};
 
@@ -28,12 +28,41 @@ pub enum EmulatorError {
     Compile { module: String, rendered: String },
     #[error("kernel `{kernel}`: argument {index} is a buffer but the parameter is not a view")]
     NotAView { kernel: String, index: usize },
+    #[error("{STEP_LIMIT_VAR}=`{0}` is not a whole number of thread-steps")]
+    BadStepLimit(String),
+    #[error(
+        "kernel `{kernel}` ran past the interpreter's limit of {limit} thread-steps at {at} (an \
+         endless loop, or a launch too large to emulate in that many); set {STEP_LIMIT_VAR} to \
+         raise it"
+    )]
+    StepLimit {
+        kernel: String,
+        limit: u64,
+        at: String,
+    },
+}
+
+/// The environment variable that sets the thread-steps one launch may take (the interpreter's
+/// default, 2^28, is about half a minute of interpreting).
+const STEP_LIMIT_VAR: &str = "ZINC_EMULATOR_STEP_LIMIT";
+
+/// The step limit [`STEP_LIMIT_VAR`] asks for, if set.
+fn step_limit(var: Option<String>) -> Result<Option<u64>, EmulatorError> {
+    var.map(|v| {
+        v.trim()
+            .replace('_', "")
+            .parse()
+            .map_err(|_| EmulatorError::BadStepLimit(v))
+    })
+    .transpose()
 }
 
 /// Runs launches in the interpreter; modules are compiled on first use and kept.
 #[derive(Default)]
 pub struct Interpreted {
     modules: Mutex<HashMap<String, Arc<Compilation>>>,
+    /// Thread-steps a launch may take; None: [`STEP_LIMIT_VAR`]'s, else the interpreter's default.
+    step_limit: Option<u64>,
 }
 
 impl std::fmt::Debug for Interpreted {
@@ -89,7 +118,13 @@ impl HostLauncher for Interpreted {
         args: &mut [HostArg<'_>],
     ) -> Result<(), HostLaunchError> {
         let compiled = self.module(module)?;
-        let interpreter = Interpreter::new(&compiled.module).sources(&compiled.sources);
+        let mut interpreter = Interpreter::new(&compiled.module).sources(&compiled.sources);
+        let limit = match self.step_limit {
+            Some(limit) => limit,
+            None => step_limit(std::env::var(STEP_LIMIT_VAR).ok())?
+                .unwrap_or(Interpreter::DEFAULT_STEP_LIMIT),
+        };
+        interpreter = interpreter.step_limit(limit);
         let function = interpreter.kernel(kernel)?;
         // Each buffer is copied in as the type of the view it binds to and, if the kernel may
         // write it, copied back: in place, as through a device pointer.
@@ -112,7 +147,18 @@ impl HostLauncher for Interpreted {
                 HostArg::Scalar(v) => Arg::Scalar(value(*v)),
             });
         }
-        interpreter.run(kernel, dims.grid, dims.block, &mut interp_args)?;
+        interpreter
+            .run(kernel, dims.grid, dims.block, &mut interp_args)
+            .map_err(|source| match source.kind() {
+                ErrorKind::StepLimit { .. } => Box::new(EmulatorError::StepLimit {
+                    kernel: kernel.into(),
+                    limit,
+                    at: source
+                        .location()
+                        .map_or_else(|| "an unknown place".into(), ToString::to_string),
+                }) as HostLaunchError,
+                _ => source.into(),
+            })?;
         for (arg, ran) in args.iter_mut().zip(&interp_args) {
             if let (HostArg::BufferMut(bytes), Arg::Buffer(buffer)) = (arg, ran) {
                 bytes.copy_from_slice(&buffer.bytes);
@@ -140,8 +186,51 @@ mod tests {
     use super::*;
     use crate::registry::{embedded, parse_manifest};
 
+    #[test]
+    fn the_step_limit_comes_from_the_environment_variable() {
+        assert_eq!(step_limit(None).unwrap(), None);
+        assert_eq!(step_limit(Some("1000".into())).unwrap(), Some(1000));
+        assert_eq!(
+            step_limit(Some(" 4_000_000_000 ".into())).unwrap(),
+            Some(4_000_000_000)
+        );
+        let err = step_limit(Some("lots".into())).unwrap_err();
+        assert!(
+            err.to_string().contains("ZINC_EMULATOR_STEP_LIMIT=`lots`"),
+            "{err}"
+        );
+    }
     /// Every embedded module compiles to IR from the embedded sources with its defines, and has
     /// every kernel its manifests name, so the emulated device can run any registry kernel.
+    #[test]
+    fn a_launch_past_the_step_limit_names_the_kernel_and_the_variable() {
+        let launcher = Interpreted {
+            step_limit: Some(100),
+            ..Interpreted::default()
+        };
+        let n = 1000u32;
+        let ones = vec![0u8; 4 * n as usize];
+        let mut y = ones.clone();
+        let dims = LaunchDims {
+            grid: [4, 1, 1],
+            block: [256, 1, 1],
+            dynamic_shared_bytes: 0,
+        };
+        let mut args = [
+            HostArg::Buffer(&ones),
+            HostArg::Buffer(&ones),
+            HostArg::BufferMut(&mut y),
+            HostArg::Scalar(ScalarValue::U32(n)),
+        ];
+        let err = launcher
+            .launch("elementwise", "add_f32", &dims, &mut args)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("kernel `add_f32` ran past"), "{err}");
+        assert!(err.contains("elementwise.tile:"), "{err}");
+        assert!(err.contains("set ZINC_EMULATOR_STEP_LIMIT"), "{err}");
+    }
+
     #[test]
     fn every_embedded_module_compiles_from_the_embedded_sources() {
         let launcher = Interpreted::default();
