@@ -118,13 +118,14 @@ impl HostLauncher for Interpreted {
         args: &mut [HostArg<'_>],
     ) -> Result<(), HostLaunchError> {
         let compiled = self.module(module)?;
-        let mut interpreter = Interpreter::new(&compiled.module).sources(&compiled.sources);
         let limit = match self.step_limit {
             Some(limit) => limit,
             None => step_limit(std::env::var(STEP_LIMIT_VAR).ok())?
                 .unwrap_or(Interpreter::DEFAULT_STEP_LIMIT),
         };
-        interpreter = interpreter.step_limit(limit);
+        let interpreter = Interpreter::new(&compiled.module)
+            .sources(&compiled.sources)
+            .step_limit(limit);
         let function = interpreter.kernel(kernel)?;
         // Each buffer is copied in as the type of the view it binds to and, if the kernel may
         // write it, copied back: in place, as through a device pointer.
@@ -200,8 +201,7 @@ mod tests {
             "{err}"
         );
     }
-    /// Every embedded module compiles to IR from the embedded sources with its defines, and has
-    /// every kernel its manifests name, so the emulated device can run any registry kernel.
+
     #[test]
     fn a_launch_past_the_step_limit_names_the_kernel_and_the_variable() {
         let launcher = Interpreted {
@@ -209,16 +209,16 @@ mod tests {
             ..Interpreted::default()
         };
         let n = 1000u32;
-        let ones = vec![0u8; 4 * n as usize];
-        let mut y = ones.clone();
+        let zeros = vec![0u8; 4 * n as usize];
+        let mut y = zeros.clone();
         let dims = LaunchDims {
             grid: [4, 1, 1],
             block: [256, 1, 1],
             dynamic_shared_bytes: 0,
         };
         let mut args = [
-            HostArg::Buffer(&ones),
-            HostArg::Buffer(&ones),
+            HostArg::Buffer(&zeros),
+            HostArg::Buffer(&zeros),
             HostArg::BufferMut(&mut y),
             HostArg::Scalar(ScalarValue::U32(n)),
         ];
@@ -231,6 +231,8 @@ mod tests {
         assert!(err.contains("set ZINC_EMULATOR_STEP_LIMIT"), "{err}");
     }
 
+    /// Every embedded module compiles to IR from the embedded sources with its defines, and has
+    /// every kernel its manifests name, so the emulated device can run any registry kernel.
     #[test]
     fn every_embedded_module_compiles_from_the_embedded_sources() {
         let launcher = Interpreted::default();
