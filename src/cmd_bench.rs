@@ -19,7 +19,8 @@ use zinc_runtime::{time_median_ms, Blas, DeviceBuffer, GemmOutput, RuntimeError,
 
 use crate::harness::{self, DeviceCase, ElemBuf, HostCase, LastCase};
 use crate::registry::Registry;
-use crate::specs::{adds_into_output, Baseline, Cost, Elem, Op, Shape, Spec};
+use crate::specs::{adds_into_output, variant_param, Baseline, Cost, Elem, Op, Shape, Spec};
+use crate::stamps;
 
 /// Roughly how long each measurement runs; the iteration count follows from a probe.
 const TARGET_MS: f32 = 200.0;
@@ -314,6 +315,14 @@ impl Bench {
             }
             case.launch(&kernel, stream)
         })?;
+        if variant_param(name, stamps::STAMPS) == Some(1) {
+            if let Some(ws) = &cases[0].workspace {
+                match stamps::summary(&stream.download(ws)?) {
+                    Some(table) => println!("{name} at {shape}:\n{table}"),
+                    None => println!("{name} at {shape}: no stamps"),
+                }
+            }
+        }
         Ok(Timed { us, sets })
     }
 

@@ -800,6 +800,55 @@ mod tests {
         }
     }
 
+    /// The STAMPS probe of the persistent tile stores the product as the tile does, and its
+    /// timeline: two blocks over four tiles (300 tokens by 136 rows), each block's two entries
+    /// marked with their tiles, block b's tiles b and b + 2, the consumer's stamps in order
+    /// (the interpreter's clocks are its step counts), and the host's table reads them.
+    #[test]
+    fn stamps_probe_writes_each_tiles_timeline() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        let kernel = "gemm_q4k_wg";
+        let variant = "BT=256,PRODUCER=1,PERSIST=2,STAMPS=1";
+        let case = WgCase::new(kernel, [300, 136, 768]);
+        let c = compile(&dir.join("gemm_wg.tile"), variant);
+        let words = crate::stamps::workspace_words(2);
+        assert_eq!(
+            case.spec
+                .workspace_words(&format!("{kernel}@{variant}"), &case.shape),
+            Some(words)
+        );
+        let mut args = case.args(words);
+        let interp = Interpreter::new(&c.module).sources(&c.sources);
+        interp
+            .run(kernel, [2, 1, 1], interp.block(kernel).unwrap(), &mut args)
+            .unwrap_or_else(|e| panic!("{kernel}@{variant}: {e}"));
+        case.check(&args[2], variant);
+        let Arg::Buffer(ws) = &args[args.len() - 1] else {
+            panic!("ws is a buffer")
+        };
+        let ws = ws.to_u32();
+        let stamp = |block: usize, tile: usize, pair: usize| {
+            let at = (block * 16 + tile) * 16 + 2 * pair;
+            u64::from(ws[at]) | u64::from(ws[at + 1]) << 32
+        };
+        for block in 0..2 {
+            for tile in 0..2 {
+                assert_eq!(
+                    stamp(block, tile, 7),
+                    1 << 32 | (block + 2 * tile) as u64,
+                    "block {block}, tile {tile}"
+                );
+                let consumer: Vec<u64> = (0..4).map(|p| stamp(block, tile, p)).collect();
+                assert!(consumer.is_sorted(), "{consumer:?}");
+                assert!(stamp(block, tile, 5) <= stamp(block, tile, 6));
+            }
+            assert!(stamp(block, 0, 3) <= stamp(block, 1, 0));
+            assert_eq!(stamp(block, 2, 7), 0, "no third tile");
+        }
+        let table = crate::stamps::summary(&ws).expect("stamps");
+        assert!(table.starts_with("stamps: 2 blocks, 4 tiles"), "{table}");
+    }
+
     /// gemm_wg's clusters of two (CLUSTER = 2): each block multicasts half of the pair's X tile
     /// into both, and releases a slot to both producers. 300 tokens (the second token tile
     /// moved back) by 200 rows, by K of three super-blocks: the one-warpgroup tile (two

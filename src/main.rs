@@ -15,6 +15,7 @@ mod harness;
 mod reference;
 mod registry;
 mod specs;
+mod stamps;
 #[cfg(test)]
 mod variants;
 

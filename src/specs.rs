@@ -1287,9 +1287,10 @@ impl Spec {
     /// scalars for a product of `shape`: gemm_wg's `ws` ([`Spec::first_tile`]), which its
     /// stream-K builds share partial sums through, on their own grid of at most PERSIST blocks
     /// ([`crate::gpu::dispatch::stream_k_workspace_words`]), its FIRST_STORES builds order a
-    /// tile's two splits through ([`first_stores_workspace_words`]), and the others never touch
-    /// (one word). None: the kernel takes no such buffer. It must be zero before the first
-    /// launch; the kernels leave it so.
+    /// tile's two splits through ([`first_stores_workspace_words`]), its STAMPS probes write
+    /// their timelines to ([`crate::stamps`]), and the others never touch (one word). None: the
+    /// kernel takes no such buffer. It must be zero before the first launch; the kernels but
+    /// the probes leave it so.
     pub fn workspace_words(&self, name: &str, shape: &Shape) -> Option<usize> {
         if !self.first_tile {
             return None;
@@ -1297,6 +1298,9 @@ impl Spec {
         let value = |key| variant_param(name, key);
         Some(match (value("STREAMK"), value("PERSIST")) {
             (Some(1 | 2), Some(blocks)) => crate::gpu::dispatch::stream_k_workspace_words(blocks),
+            (_, Some(blocks)) if value(crate::stamps::STAMPS) == Some(1) => {
+                crate::stamps::workspace_words(blocks)
+            }
             _ => {
                 first_stores_workspace_words(|key| variant_param(name, key), shape.0[0], shape.0[1])
                     .unwrap_or(1)

@@ -831,6 +831,10 @@ pub enum Builtin {
     /// `[]`: `%cluster_ctarank`: the block's rank in its cluster, 0 to blocks per cluster - 1
     /// (0 without `cluster(...)`). u32.
     ClusterRank,
+    /// `[]`: `%clock64` (`.0` false), the SM's cycle counter, or `%globaltimer` (true), the
+    /// device's nanosecond clock, which every SM reads alike: stamps for a kernel's own timeline
+    /// (where its time goes between two points). u64; the interpreter gives its step count instead.
+    Timer(bool),
     /// `[]`: `barrier.cluster.arrive` then `barrier.cluster.wait`: every thread of every block
     /// of the cluster arrives before any goes on, its memory accesses before visible (release,
     /// acquire) to the others' after. A block's threads must reach it before the block may

@@ -440,6 +440,8 @@ fn builtin(b: Builtin) -> String {
         Builtin::TmaPrefetch => "tma_prefetch",
         Builtin::TmaLoadMulticast => "tma_load_multicast",
         Builtin::ClusterRank => "cluster_rank",
+        Builtin::Timer(false) => "clock64",
+        Builtin::Timer(true) => "globaltimer",
         Builtin::ClusterSync => "cluster_sync",
         Builtin::MbarrierArriveCluster => "mbarrier_arrive_cluster",
         Builtin::TmaStore(TmaStoreOp::Write) => "tma_store",

@@ -147,6 +147,8 @@ impl<'m> Machine<'m, '_> {
             Builtin::TmaPrefetch => self.tma_prefetch(&vals, mask, e),
             Builtin::TmaLoadMulticast => self.tma_load_multicast(&vals, mask, e),
             Builtin::ClusterRank => self.map_lanes(mask, |_| Ok(Value::U32(self.rank as u32))),
+            // Time is not modelled: the steps run so far stand in for it (they only grow).
+            Builtin::Timer(_) => self.map_lanes(mask, |_| Ok(Value::U64(self.steps))),
             Builtin::ClusterSync => self.cluster_sync(mask, e.span),
             Builtin::MbarrierArriveCluster => self.mbarrier_arrive_cluster(&vals, mask, e),
             Builtin::TmaStore(op) => self.tma_store(op, &vals, mask, e),

@@ -220,7 +220,7 @@ pub(crate) struct Machine<'m, 'a> {
     /// The kernel's tensor maps, encoded for this launch.
     pub tensor_maps: Vec<EncodedMap>,
     frames: Vec<Frame<'m>>,
-    steps: u64,
+    pub steps: u64,
     step_limit: u64,
     /// The `if`s that run as roles when they split warps (`roles::waiting_ifs`).
     waiting_ifs: Arc<HashSet<usize>>,

@@ -190,6 +190,10 @@ impl<'a, 'ctx> FnLowerer<'a, 'ctx> {
                 arity(0)?;
                 self.sreg("cluster.ctarank", span)?
             }
+            Builtin::Timer(global) => {
+                arity(0)?;
+                self.sreg(if global { "globaltimer" } else { "clock64" }, span)?
+            }
             Builtin::ClusterSync => {
                 arity(0)?;
                 self.call_intrinsic("llvm.nvvm.barrier.cluster.arrive", &[], &[], span)?;

@@ -57,6 +57,7 @@ pub enum Name {
     TmaLoad,
     TmaLoadMulticast,
     ClusterRank,
+    Timer(bool),
     ClusterSync,
     MbarrierArriveCluster,
     TmaPrefetch,
@@ -135,6 +136,8 @@ const TABLE: &[(&str, Name)] = &[
     ("tma_load", Name::TmaLoad),
     ("tma_load_multicast", Name::TmaLoadMulticast),
     ("cluster_rank", Name::ClusterRank),
+    ("clock64", Name::Timer(false)),
+    ("globaltimer", Name::Timer(true)),
     ("cluster_sync", Name::ClusterSync),
     ("mbarrier_arrive_cluster", Name::MbarrierArriveCluster),
     ("tma_prefetch", Name::TmaPrefetch),
@@ -585,6 +588,14 @@ impl FnCx<'_, '_> {
                 Ok(mk(
                     ir::ExprKind::Builtin(Builtin::ClusterRank, vec![]),
                     Type::Scalar(Scalar::U32),
+                    span,
+                ))
+            }
+            Name::Timer(global) => {
+                self.arity(name, args, 0, span)?;
+                Ok(mk(
+                    ir::ExprKind::Builtin(Builtin::Timer(global), vec![]),
+                    Type::Scalar(Scalar::U64),
                     span,
                 ))
             }
