@@ -746,7 +746,7 @@ mod tests {
     /// slices leave the ring's slots and phases shifted for the next. Each also stores
     /// through shared memory (TMA_STORE): the first token tile's chunks go out as TMA stores
     /// clipped at N, the second (moved back to end at T) takes the direct stores, and one block
-    /// carries the staging halves' mbarrier phases from tile to tile.
+    /// carries the staging slots' mbarrier phases from tile to tile (two slots, and three).
     #[test]
     fn persistent_gemm_wg_blocks_take_every_tile() {
         let cases = [
@@ -784,7 +784,7 @@ mod tests {
             let case = WgCase::new(kernel, shape);
             for (blocks, store) in [1, 3]
                 .into_iter()
-                .flat_map(|b| [(b, ""), (b, ",TMA_STORE=1")])
+                .flat_map(|b| [(b, ""), (b, ",TMA_STORE=1"), (b, ",TMA_STORE=1,YSLOTS=3")])
             {
                 let variant = format!("{tile},PRODUCER=1,PERSIST={blocks}{store}");
                 let c = compile(&dir.join(file), &variant);
