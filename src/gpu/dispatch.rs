@@ -488,6 +488,13 @@ pub fn stream_k_workspace_words(blocks: usize) -> usize {
 /// Q6_K 396.5 -> 381.4 there; 512 x 14336 x 4096 within 1-2%).
 pub const PERSISTENT_TILE: &str = "BT=256,PRODUCER=1,PERSIST=132";
 
+/// [`PERSISTENT_TILE`] on a 5-deep ring: Q4_K's and Q6_K's products of K up to 4096 into a new
+/// output where a block runs fewer than two tiles. There the deeper ring was ahead in all ten
+/// pairs measured (H200, session 43, three rounds: Q4_K 0.4-1.3%, Q6_K 0.9-2.9% at T = 512, N =
+/// 14336 and 11008, T = 1024, N = 6144; H100, session 42: 1.7% and 3.6% at 512 x 14336); at 2.5
+/// tiles a block it was level or 1.3% behind, and at T = 2048, K = 14336 2-5% behind (H100).
+pub const PERSISTENT_TILE_DEEP: &str = "BT=256,PRODUCER=1,PERSIST=132,STAGES=5";
+
 /// The K split in two of gemm_wg's two-warpgroup tile on 256 tokens, and the same adding its
 /// halves into the output with TMA reductions (kernels/gemm_wg.tile, TMA_STORE): 2-4% faster on
 /// the H200 at 512 x 4096 x 14336 (session 25: Q4_K 92.3 -> 90.2 us, Q6_K 98.6 -> 95.3).
@@ -550,7 +557,7 @@ impl AddOutput {
         };
         let adding = match variant {
             ONE_WARPGROUP | ONE_WARPGROUP_DEEP => ONE_WARPGROUP,
-            PERSISTENT_TILE => PERSISTENT_TILE,
+            PERSISTENT_TILE | PERSISTENT_TILE_DEEP => PERSISTENT_TILE,
             _ => return None,
         };
         base.ends_with("_wg")
@@ -640,7 +647,9 @@ const WGMMA_SMS: usize = 132;
 /// ahead of the split with its memset (H100, sessions 33 and 34: Q4_K 89.4-90.4 -> 85.5-85.7 us,
 /// Q6_K 96.5-97.0 -> 93.1-95.9). A product that adds into its output (`adds`) keeps the split,
 /// which adds as it is; the one-warpgroup tile's adding build reads the output back (session
-/// 31: ~3.5 us more at T = 512, N = 4096) on a 5-deep ring.
+/// 31: ~3.5 us more at T = 512, N = 4096) on a 5-deep ring. Where the two-warpgroup tiles
+/// outnumber the SMs, persistent blocks take them ([`PERSISTENT_TILE`], or
+/// [`PERSISTENT_TILE_DEEP`] where each block runs fewer than two).
 fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize, adds: bool) -> String {
     let blocks = |rows: usize, tokens: usize| t.div_ceil(tokens) * n.div_ceil(rows);
     let (wide, narrow) = (blocks(128, 256), blocks(64, 256));
@@ -648,7 +657,14 @@ fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize, adds: bool) -> String
     let one_wave = (FULL_GRID..=WGMMA_SMS).contains(&narrow);
     let two_warpgroups = |split: &str| {
         if split.is_empty() && wide > WGMMA_SMS {
-            return PERSISTENT_TILE.to_string();
+            let q4k_or_q6k = matches!(kernel, "gemm_q4k_wg" | "gemm_q6k_wg");
+            let deep_ring = q4k_or_q6k && !adds && k <= 4096 && wide < 2 * WGMMA_SMS;
+            let tile = if deep_ring {
+                PERSISTENT_TILE_DEEP
+            } else {
+                PERSISTENT_TILE
+            };
+            return tile.to_string();
         }
         let producer =
             kernel == "gemm_q5k_wg" || (kernel == "gemm_q6k_wg" && split.is_empty() && t >= 1024);
@@ -769,7 +785,10 @@ const WG_GROUP: usize = 8;
 /// the llama3-8b shape but lost pp300 3.5%, for reasons not yet known.
 pub fn wave_tail(kernel: &str, t: usize, n: usize, gated: bool, sms: usize) -> Option<WaveTail> {
     let (base, variant) = kernel.split_once('@')?;
-    let two_warpgroups = matches!(variant, "BT=256" | "BT=256,PRODUCER=1" | PERSISTENT_TILE);
+    let two_warpgroups = matches!(
+        variant,
+        "BT=256" | "BT=256,PRODUCER=1" | PERSISTENT_TILE | PERSISTENT_TILE_DEEP
+    );
     if !two_warpgroups || !base.contains("_wg") || !t.is_multiple_of(256) {
         return None;
     }
@@ -1184,7 +1203,9 @@ mod tests {
             assert_eq!(AddOutput::Off.kernel(&plain), None, "{plain}");
             let atomics = AddOutput::Atomics.kernel(&plain).unwrap();
             let tma = AddOutput::Tma.kernel(&plain).unwrap();
-            let adding = plain.replace(ONE_WARPGROUP_DEEP, ONE_WARPGROUP);
+            let adding = plain
+                .replace(ONE_WARPGROUP_DEEP, ONE_WARPGROUP)
+                .replace(PERSISTENT_TILE_DEEP, PERSISTENT_TILE);
             assert_eq!(atomics, format!("{adding},ADD_OUTPUT=1"));
             assert_eq!(tma, format!("{adding},TMA_STORE=1,ADD_OUTPUT=1"));
             assert!(listed(&atomics) && listed(&tma), "{atomics} / {tma}");
@@ -1431,8 +1452,25 @@ mod tests {
         };
         // Persistent blocks where the two-warpgroup tiles outnumber the SMs (224 and 256 here;
         // 128 at 1024 x 4096).
-        assert_eq!(tiles(512, 14336, 4096), "BT=256,PRODUCER=1,PERSIST=132");
-        assert_eq!(tiles(2048, 4096, 14336), "BT=256,PRODUCER=1,PERSIST=132");
+        assert_eq!(tiles(2048, 4096, 14336), PERSISTENT_TILE);
+        assert_eq!(tiles(2048, 14336, 4096), PERSISTENT_TILE);
+        assert_eq!(tiles(768, 14336, 4096), PERSISTENT_TILE);
+        // On a 5-deep ring where a block runs fewer than two tiles (224 here), for a new output
+        // of Q4_K or Q6_K weights.
+        assert_eq!(tiles(512, 14336, 4096), PERSISTENT_TILE_DEEP);
+        assert_eq!(
+            quant_gemm(GgmlType::Q6_K, 512, 14336, 4096, true).unwrap(),
+            format!("gemm_q6k_wg@{PERSISTENT_TILE_DEEP}")
+        );
+        for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+            let adding = quant_gemm_adding(ty, 512, 14336, 4096, true).unwrap();
+            assert!(
+                adding.ends_with(&format!("_wg@{PERSISTENT_TILE}")),
+                "{adding}"
+            );
+        }
+        let q8 = quant_gemm(GgmlType::Q8_0, 512, 14336, 4096, true).unwrap();
+        assert_eq!(q8, format!("gemm_q8_0_wg@{PERSISTENT_TILE}"));
         assert_eq!(tiles(1024, 4096, 4096), "BT=256");
         // The one-warpgroup tile where it makes one wave and the K split would be taken
         // (Q4_K and Q6_K), except for a product that adds into its output.
@@ -1534,8 +1572,8 @@ mod tests {
         let q6k = [
             (512, 6144, 4096, "BT=256"),
             (1024, 4096, 4096, "BT=256,PRODUCER=1"),
-            (512, 14336, 4096, "BT=256,PRODUCER=1,PERSIST=132"),
-            (2048, 4096, 14336, "BT=256,PRODUCER=1,PERSIST=132"),
+            (512, 14336, 4096, PERSISTENT_TILE_DEEP),
+            (2048, 4096, 14336, PERSISTENT_TILE),
             (512, 4096, 14336, ONE_WARPGROUP_DEEP),
             (64, 6144, 4096, "WG=1,BT=64,SPLITK=2"),
             (64, 4096, 4096, "WG=1,BT=64,PRODUCER=1,SPLITK=4"),
