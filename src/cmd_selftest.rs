@@ -772,6 +772,20 @@ mod tests {
                 "BT=256,STAGES=5",
                 [300, 136, 768],
             ),
+            // Q6_K's rows paired (rows 2g and 2g + 1 from its swizzled rings; the first tile's
+            // outputs in paired stores), writing f32 and f16.
+            (
+                "gemm_wg.tile",
+                "gemm_q6k_wg",
+                "BT=256,Q6K_PAIRS=1",
+                [300, 136, 768],
+            ),
+            (
+                "gemm_wg_h.tile",
+                "gemm_q6k_wg_h",
+                "BT=256,Q6K_PAIRS=1",
+                [300, 136, 768],
+            ),
             (
                 "gemm_wg_glu.tile",
                 "gemm_q4k_wg_silu",
