@@ -653,11 +653,11 @@ const WGMMA_SMS: usize = 132;
 fn wgmma_tiles(kernel: &str, t: usize, n: usize, k: usize, adds: bool) -> String {
     let blocks = |rows: usize, tokens: usize| t.div_ceil(tokens) * n.div_ceil(rows);
     let (wide, narrow) = (blocks(128, 256), blocks(64, 256));
-    let deep = matches!(kernel, "gemm_q4k_wg" | "gemm_q6k_wg") && k >= 4096;
+    let q4k_or_q6k = matches!(kernel, "gemm_q4k_wg" | "gemm_q6k_wg");
+    let deep = q4k_or_q6k && k >= 4096;
     let one_wave = (FULL_GRID..=WGMMA_SMS).contains(&narrow);
     let two_warpgroups = |split: &str| {
         if split.is_empty() && wide > WGMMA_SMS {
-            let q4k_or_q6k = matches!(kernel, "gemm_q4k_wg" | "gemm_q6k_wg");
             let deep_ring = q4k_or_q6k && !adds && k <= 4096 && wide < 2 * WGMMA_SMS;
             let tile = if deep_ring {
                 PERSISTENT_TILE_DEEP
